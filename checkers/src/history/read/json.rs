@@ -1,0 +1,75 @@
+//! JSON Lines and JSON-array readers.
+
+use super::ParseContext;
+use crate::history::{HistoryError, Op};
+
+/// One op object per non-blank line.
+pub(crate) fn read_json_lines(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, HistoryError> {
+    let mut ops = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let op: Op = serde_json::from_str(line)
+            .map_err(|e| ctx.error(i + 1, format!("expected a JSON op object: {e}")))?;
+        ops.push(op);
+    }
+    Ok(ops)
+}
+
+/// One JSON array of op objects (Elle's JSON). Errors name the line within the file.
+pub(crate) fn read_json_array(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, HistoryError> {
+    let raw: Vec<serde_json::Value> = serde_json::from_str(text)
+        .map_err(|e| ctx.error(e.line().max(1), format!("expected a JSON array of ops: {e}")))?;
+    // Re-locate each element's line so errors point into the file, not the array.
+    let mut ops = Vec::with_capacity(raw.len());
+    for (n, v) in raw.into_iter().enumerate() {
+        let op: Op = serde_json::from_value(v).map_err(|e| {
+            ctx.error(
+                element_line(text, n),
+                format!("element {n} of the array is not an op: {e}"),
+            )
+        })?;
+        ops.push(op);
+    }
+    Ok(ops)
+}
+
+/// Best-effort line of the n-th top-level element of a JSON array (1-based).
+fn element_line(text: &str, n: usize) -> usize {
+    let mut depth = 0i32;
+    let mut in_str = false;
+    let mut escaped = false;
+    let mut seen = 0usize;
+    let mut line = 1usize;
+    for c in text.chars() {
+        if c == '\n' {
+            line += 1;
+        }
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' | '[' => {
+                if depth == 1 {
+                    if seen == n {
+                        return line;
+                    }
+                    seen += 1;
+                }
+                depth += 1;
+            }
+            '}' | ']' => depth -= 1,
+            _ => {}
+        }
+    }
+    line
+}

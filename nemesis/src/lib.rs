@@ -1,0 +1,1 @@
+//! Faults and their schedules (see the nemesis issue).

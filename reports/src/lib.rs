@@ -1,0 +1,1 @@
+//! Reports of splitbrain runs.

@@ -1,0 +1,1 @@
+//! Runtime shared by the bundled targets.
