@@ -15,7 +15,10 @@
 
 #![warn(missing_docs)]
 
+pub mod bank;
+pub mod elle;
 pub mod history;
+pub mod linearizability;
 pub mod verdict;
 
 pub use history::{History, HistoryError, Op, OpPair, OpType, Outcome, Process};

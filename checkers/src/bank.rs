@@ -1,0 +1,1 @@
+//! Bank checker (in progress).

@@ -1,0 +1,1 @@
+//! Elle-style transactional checking (in progress).

@@ -1,0 +1,1 @@
+//! Linearizability checking (in progress).
