@@ -20,20 +20,26 @@ pub(crate) fn read_json_lines(text: &str, ctx: &ParseContext) -> Result<Vec<Op>,
 
 /// One JSON array of op objects (Elle's JSON). Errors name the line within the file.
 pub(crate) fn read_json_array(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, HistoryError> {
-    let raw: Vec<serde_json::Value> = serde_json::from_str(text)
-        .map_err(|e| ctx.error(e.line().max(1), format!("expected a JSON array of ops: {e}")))?;
-    // Re-locate each element's line so errors point into the file, not the array.
-    let mut ops = Vec::with_capacity(raw.len());
-    for (n, v) in raw.into_iter().enumerate() {
-        let op: Op = serde_json::from_value(v).map_err(|e| {
-            ctx.error(
-                element_line(text, n),
-                format!("element {n} of the array is not an op: {e}"),
-            )
-        })?;
-        ops.push(op);
-    }
-    Ok(ops)
+    // Deserialize straight into ops (no intermediate `Value` tree); only on failure pay
+    // for a second pass that names the offending element.
+    serde_json::from_str::<Vec<Op>>(text).map_err(|e| {
+        if e.is_data() {
+            if let Ok(raw) = serde_json::from_str::<Vec<serde_json::Value>>(text) {
+                for (n, v) in raw.into_iter().enumerate() {
+                    if let Err(op_err) = serde_json::from_value::<Op>(v) {
+                        return ctx.error(
+                            element_line(text, n),
+                            format!("element {n} of the array is not an op: {op_err}"),
+                        );
+                    }
+                }
+            }
+        }
+        ctx.error(
+            e.line().max(1),
+            format!("expected a JSON array of ops: {e}"),
+        )
+    })
 }
 
 /// Best-effort line of the n-th top-level element of a JSON array (1-based).

@@ -5,6 +5,7 @@
 //! 1-based line and what was expected. No input makes a reader panic.
 
 mod edn;
+mod edn_value;
 mod jepsen_log;
 mod json;
 
@@ -18,35 +19,55 @@ pub enum Format {
     JsonLines,
     /// One JSON array of op objects (Elle's JSON).
     JsonArray,
-    /// Jepsen EDN: a vector of op maps, or one op map per line.
+    /// Jepsen EDN: a vector of op maps, or one op map per line. Keywords become strings,
+    /// `nil` null, sets and lists arrays; unknown op fields are ignored.
     Edn,
     /// Jepsen text log lines: `INFO jepsen.util - 3 :invoke :cas [1 2]`.
+    ///
+    /// Lines without the `jepsen.util` marker are skipped and times are 0. A `fail`/`info`
+    /// completion logged with a keyword value (`:timed-out`) gets `error: "timed-out"` and
+    /// its invoke's value; text after the value becomes the `error`.
     JepsenLog,
 }
 
 impl Format {
-    /// Guesses the format from the first non-blank character and line shape.
+    /// Guesses the format from the first significant characters.
+    ///
+    /// `{"` starts JSON Lines and `{:` an EDN op map; `[` followed by `{"` or `]` is a JSON
+    /// array, any other `[`/`(` is EDN; a leading `;` comment is EDN. Everything else
+    /// (including empty input) is read as a Jepsen text log, which skips non-op lines.
     pub fn detect(text: &str) -> Format {
-        let first_line = text.lines().map(str::trim).find(|l| !l.is_empty());
-        match first_line {
-            Some(l) if l.starts_with('{') && l.contains(":type") && !l.contains("\"type\"") => {
-                Format::Edn
-            }
-            Some(l) if l.starts_with('{') => Format::JsonLines,
-            Some(l) if l.starts_with('[') => {
-                // `[{"index"...` is JSON; `[{:index ...` is EDN.
-                let rest = text.trim_start()[1..].trim_start();
-                if rest.starts_with('{') && rest[1..].trim_start().starts_with('"')
-                    || rest.starts_with(']')
-                {
-                    Format::JsonArray
-                } else {
-                    Format::Edn
+        let bytes = text.as_bytes();
+        let mut i = skip_blank(bytes, 0);
+        match bytes.get(i) {
+            Some(b'{') => match bytes.get(skip_blank(bytes, i + 1)) {
+                Some(b'"') | Some(b'}') => Format::JsonLines,
+                _ => Format::Edn,
+            },
+            Some(b'[') => {
+                i = skip_blank(bytes, i + 1);
+                match bytes.get(i) {
+                    Some(b']') => Format::JsonArray,
+                    Some(b'{') => match bytes.get(skip_blank(bytes, i + 1)) {
+                        Some(b'"') | Some(b'}') => Format::JsonArray,
+                        _ => Format::Edn,
+                    },
+                    _ => Format::Edn,
                 }
             }
+            Some(b'(') | Some(b';') => Format::Edn,
             _ => Format::JepsenLog,
         }
     }
+}
+
+/// Index of the first non-whitespace byte at or after `from` (`bytes.len()` if none).
+fn skip_blank(bytes: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
 }
 
 /// Reads a history file in any supported format (detected from its content).
