@@ -1,8 +1,60 @@
 //! # splitbrain-nemesis
 //!
 //! Faults and their schedules. The harness owns the cluster's processes and hands the
-//! nemesis a [`ClusterControl`]; the nemesis owns the network faults (the proxy mesh) and
-//! records every fault start and stop through a [`NemesisRecorder`].
+//! nemesis a [`ClusterControl`]; the nemesis owns the network faults and records every
+//! fault start and stop through a [`NemesisRecorder`].
+//!
+//! ## Pieces
+//!
+//! - [`NemesisSpec`]: which faults (`--nemesis partition,kill,...`), how often, which seed;
+//!   or an explicit fault plan loaded with [`NemesisSpec::from_plan_file`].
+//! - [`Nemesis`]: turns a spec into a deterministic [`PlannedFault`] list
+//!   ([`Nemesis::schedule`]), runs it ([`Nemesis::run`]) and undoes everything
+//!   ([`Nemesis::heal`]).
+//! - [`proxy::ProxyMesh`]: the default network backend. One TCP proxy per directed link
+//!   i→j; it can cut a link (both ways or one way; refusing or black-holing), delay it with
+//!   jitter, drop newline-framed messages from it, or cap its bandwidth. No privileges.
+//! - [`netns::NetnsCluster`]: the Linux backend. Every node in its own network namespace on
+//!   a private bridge; faults are nftables (or iptables) rules inside those namespaces.
+//!
+//! Both network backends implement [`NetworkFaults`], so the schedule runner does not care
+//! which one is in use.
+//!
+//! ## What lands in the history
+//!
+//! Every start and stop is one [`NemesisRecorder::record`] call (a `nemesis` `info` op):
+//!
+//! | fault     | start `f`         | stop `f`         | value                                        |
+//! |-----------|-------------------|------------------|----------------------------------------------|
+//! | kill      | `kill`            | `restart`        | `{"nodes":["n3"],"target":"leader"}`          |
+//! | pause     | `pause`           | `resume`         | `{"nodes":["n1","n2"],"target":"minority"}`   |
+//! | partition | `start-partition` | `stop-partition` | `{"halves":[["n1","n2"],["n3","n4","n5"]],"shape":"halves","mode":"blackhole","blocked":[["n1","n3"],...]}` |
+//! | clock     | `start-clock`     | `stop-clock`     | `{"nodes":["n2"],"mode":"bump","offset_ms":5000,"period_ms":100}` |
+//! | slow      | `start-slow`      | `stop-slow`      | `{"nodes":["n1"],"delay_ms":50,"jitter_ms":12}` |
+//! | loss      | `start-loss`      | `stop-loss`      | `{"nodes":["n1"],"fraction":0.2}`             |
+//!
+//! A fault that could not be applied carries an `"error"` field. [`Nemesis::heal`] records
+//! the stop of whatever was still active (with `"healed": true`) and then a final `heal` op.
+//! Faults of one class (process / network / clock) never overlap; faults of different
+//! classes may.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # use std::{sync::Arc, time::Duration};
+//! # use splitbrain_nemesis::*;
+//! # async fn demo<C: ClusterControl>(cluster: C, rec: &dyn NemesisRecorder,
+//! #   peers: Vec<std::net::SocketAddr>) -> Result<(), NemesisError> {
+//! let mesh = Arc::new(proxy::ProxyMesh::start(peers).await?);
+//! // node i dials node j at mesh.link_addr(i, j)
+//! let spec = NemesisSpec::parse("partition,kill", Duration::from_secs(5), 42)?;
+//! let nemesis = Nemesis::with_mesh(spec, Some(mesh.clone()));
+//! let plan = nemesis.schedule(cluster.node_count(), Duration::from_secs(60)); // store it
+//! nemesis.run(&cluster, rec, Duration::from_secs(60)).await?;
+//! nemesis.heal(&cluster, rec).await?;
+//! mesh.shutdown().await;
+//! # Ok(()) }
+//! ```
 //!
 //! Invariants: every fault the nemesis starts is undone by [`Nemesis::heal`]; nothing here
 //! sends traffic anywhere but loopback or namespaces it created itself.
@@ -10,7 +62,20 @@
 #![warn(missing_docs)]
 
 use std::future::Future;
-use std::time::Duration;
+
+pub mod faketime;
+pub mod netns;
+mod network;
+mod plan;
+pub mod proxy;
+mod runner;
+mod schedule;
+mod spec;
+
+pub use network::{CutMode, FlowFaults, NetFaults, NetworkFaults};
+pub use plan::{node_index, node_name, ClockMode, FaultAction, PlannedFault, Target};
+pub use runner::Nemesis;
+pub use spec::NemesisSpec;
 
 /// Errors from fault injection.
 #[derive(Debug, thiserror::Error)]
@@ -21,13 +86,32 @@ pub enum NemesisError {
     /// A fault could not be applied or undone.
     #[error("{0}")]
     Fault(String),
+    /// The backend cannot do this (e.g. delay without netem in the namespace backend).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A fault plan file could not be read or parsed.
+    #[error("fault plan {path}: {msg}")]
+    Plan {
+        /// The plan file.
+        path: String,
+        /// What was wrong.
+        msg: String,
+    },
     /// An I/O error (sockets, processes).
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
 /// The fault names `--nemesis` accepts.
-pub const KNOWN_FAULTS: &[&str] = &["none", "partition", "kill", "pause", "clock", "slow", "loss"];
+pub const KNOWN_FAULTS: &[&str] = &[
+    "none",
+    "partition",
+    "kill",
+    "pause",
+    "clock",
+    "slow",
+    "loss",
+];
 
 /// What the nemesis may do to the cluster's processes. Implemented by the harness, which
 /// owns the node processes. Nodes are numbered 0..n; their names are `n1`..`nN`.
@@ -61,75 +145,5 @@ pub trait NemesisRecorder: Send + Sync {
     /// Tells the progress display which faults are active now (empty = none).
     fn set_active(&self, active: &str) {
         let _ = active;
-    }
-}
-
-/// Parsed `--nemesis` options: which faults, how often, from which seed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NemesisSpec {
-    /// Fault kinds to schedule (`partition`, `kill`, ...). Empty means no faults.
-    pub faults: Vec<String>,
-    /// Mean time between fault starts.
-    pub interval: Duration,
-    /// Seed for the schedule's random choices.
-    pub seed: u64,
-}
-
-impl NemesisSpec {
-    /// Parses a comma-separated list such as `partition,kill`.
-    pub fn parse(list: &str, interval: Duration, seed: u64) -> Result<NemesisSpec, NemesisError> {
-        let mut faults = Vec::new();
-        for f in list.split(',').map(str::trim).filter(|f| !f.is_empty()) {
-            if !KNOWN_FAULTS.contains(&f) {
-                return Err(NemesisError::UnknownFault(f.to_string()));
-            }
-            if f != "none" {
-                faults.push(f.to_string());
-            }
-        }
-        Ok(NemesisSpec {
-            faults,
-            interval,
-            seed,
-        })
-    }
-}
-
-/// Runs a fault schedule against a cluster and heals it.
-pub struct Nemesis {
-    spec: NemesisSpec,
-}
-
-impl Nemesis {
-    /// A nemesis for the given spec.
-    pub fn new(spec: NemesisSpec) -> Nemesis {
-        Nemesis { spec }
-    }
-
-    /// The spec this nemesis runs.
-    pub fn spec(&self) -> &NemesisSpec {
-        &self.spec
-    }
-
-    /// Injects faults per the schedule until `duration` has passed since the call, then
-    /// returns (leaving faults in place: call [`Nemesis::heal`]).
-    pub async fn run<C: ClusterControl>(
-        &self,
-        _cluster: &C,
-        _recorder: &dyn NemesisRecorder,
-        duration: Duration,
-    ) -> Result<(), NemesisError> {
-        tokio::time::sleep(duration).await;
-        Ok(())
-    }
-
-    /// Undoes every fault: heals the network, resets clocks, resumes paused nodes,
-    /// restarts dead ones. Safe to call more than once.
-    pub async fn heal<C: ClusterControl>(
-        &self,
-        _cluster: &C,
-        _recorder: &dyn NemesisRecorder,
-    ) -> Result<(), NemesisError> {
-        Ok(())
     }
 }

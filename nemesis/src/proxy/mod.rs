@@ -1,0 +1,252 @@
+//! The proxy mesh: one TCP proxy per directed link i→j, owned by the harness.
+//!
+//! Node `i` dials node `j` at [`ProxyMesh::link_addr`]`(i, j)`; the proxy forwards to
+//! node `j`'s real address. A *link* i→j carries the TCP connections node i opens to node
+//! j, in both byte directions. A *flow* i→j is the messages node i sends to node j, which
+//! travel on two links: forward on link i→j (i's requests) and backward on link j→i (i's
+//! replies to j's requests). Every fault is set per flow and applied to both of its byte
+//! directions, so a one-way cut i→j really loses only what i says to j, whichever side
+//! opened the connection.
+//!
+//! Loss drops whole newline-terminated messages (the bundled targets speak JSON lines), so
+//! a lossy link loses messages without corrupting the framing of the ones that get through.
+
+mod conn;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::network::{CutMode, FlowFaults, NetFaults, NetworkFaults};
+use crate::NemesisError;
+
+/// The fault settings of one link, per byte direction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct LinkState {
+    /// Bytes from the dialing node to the dialed one (flow from→to).
+    pub(crate) forward: FlowFaults,
+    /// Bytes from the dialed node back to the dialing one (flow to→from).
+    pub(crate) backward: FlowFaults,
+}
+
+/// One directed link's proxy.
+pub(crate) struct Link {
+    pub(crate) listen: SocketAddr,
+    pub(crate) target: SocketAddr,
+    pub(crate) state: watch::Sender<LinkState>,
+    /// Base seed for the link's loss and jitter randomness.
+    pub(crate) seed: u64,
+    pub(crate) connections: AtomicU64,
+}
+
+/// One TCP proxy per directed link between `n` nodes, with fault controls.
+pub struct ProxyMesh {
+    nodes: usize,
+    targets: Vec<SocketAddr>,
+    /// Indexed `from * nodes + to`; None on the diagonal.
+    links: Vec<Option<Arc<Link>>>,
+    current: Mutex<NetFaults>,
+    shutdown: watch::Sender<bool>,
+    accept_tasks: Mutex<Vec<JoinHandle<()>>>,
+    live_connections: Arc<AtomicUsize>,
+}
+
+impl ProxyMesh {
+    /// One TCP proxy per directed link i->j (i != j), listening on `127.0.0.1:<free port>`,
+    /// forwarding to `targets[j]`. Loss and jitter randomness uses seed 0.
+    pub async fn start(targets: Vec<SocketAddr>) -> Result<ProxyMesh, NemesisError> {
+        ProxyMesh::start_seeded(targets, 0).await
+    }
+
+    /// Like [`ProxyMesh::start`], with the seed for loss and jitter randomness.
+    pub async fn start_seeded(
+        targets: Vec<SocketAddr>,
+        seed: u64,
+    ) -> Result<ProxyMesh, NemesisError> {
+        let n = targets.len();
+        let (shutdown, _) = watch::channel(false);
+        let live_connections = Arc::new(AtomicUsize::new(0));
+        let mut links = Vec::with_capacity(n * n);
+        let mut accept_tasks = Vec::new();
+        for from in 0..n {
+            for (to, &target) in targets.iter().enumerate() {
+                if from == to {
+                    links.push(None);
+                    continue;
+                }
+                let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+                let link = Arc::new(Link {
+                    listen: listener.local_addr()?,
+                    target,
+                    state: watch::channel(LinkState::default()).0,
+                    seed: seed ^ ((from * n + to) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    connections: AtomicU64::new(0),
+                });
+                accept_tasks.push(tokio::spawn(conn::accept_loop(
+                    listener,
+                    link.clone(),
+                    shutdown.subscribe(),
+                    live_connections.clone(),
+                )));
+                links.push(Some(link));
+            }
+        }
+        Ok(ProxyMesh {
+            nodes: n,
+            targets,
+            links,
+            current: Mutex::new(NetFaults::new()),
+            shutdown,
+            accept_tasks: Mutex::new(accept_tasks),
+            live_connections,
+        })
+    }
+
+    /// Number of nodes the mesh connects.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    fn link(&self, from: usize, to: usize) -> Option<&Arc<Link>> {
+        if from >= self.nodes || to >= self.nodes {
+            return None;
+        }
+        self.links[from * self.nodes + to].as_ref()
+    }
+
+    /// Where node `from` must dial node `to`. For `from == to` (no proxy) this is node
+    /// `to`'s real address; for an index out of range, 127.0.0.1:0.
+    pub fn link_addr(&self, from: usize, to: usize) -> SocketAddr {
+        match self.link(from, to) {
+            Some(l) => l.listen,
+            None => self
+                .targets
+                .get(to)
+                .copied()
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+        }
+    }
+
+    /// Number of proxied connections currently open.
+    pub fn open_connections(&self) -> usize {
+        self.live_connections.load(Ordering::SeqCst)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut NetFaults)) {
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut cur);
+        self.push(&cur);
+    }
+
+    /// Sends every link its per-direction settings derived from the flow faults.
+    fn push(&self, faults: &NetFaults) {
+        for from in 0..self.nodes {
+            for to in 0..self.nodes {
+                if let Some(link) = self.link(from, to) {
+                    let want = LinkState {
+                        forward: faults.flow(from, to),
+                        backward: faults.flow(to, from),
+                    };
+                    link.state.send_if_modified(|s| {
+                        let changed = *s != want;
+                        *s = want.clone();
+                        changed
+                    });
+                }
+            }
+        }
+    }
+
+    /// Blocks the messages `from` sends to `to` (one way).
+    pub fn cut_one_way(&self, from: usize, to: usize, mode: CutMode) {
+        self.update(|f| f.cut(from, to, mode));
+    }
+
+    /// Blocks messages between `a` and `b` in both directions.
+    pub fn cut_both(&self, a: usize, b: usize, mode: CutMode) {
+        self.update(|f| {
+            f.cut(a, b, mode);
+            f.cut(b, a, mode);
+        });
+    }
+
+    /// Delays the messages `from` sends to `to` by `delay` ± `jitter`.
+    pub fn set_delay(&self, from: usize, to: usize, delay: Duration, jitter: Duration) {
+        self.update(|f| {
+            let flow = f.flow_mut(from, to);
+            flow.delay = delay;
+            flow.jitter = jitter;
+        });
+    }
+
+    /// Drops `fraction` (0..=1) of the newline-terminated messages `from` sends to `to`.
+    pub fn set_loss(&self, from: usize, to: usize, fraction: f64) {
+        self.update(|f| f.flow_mut(from, to).loss = fraction.clamp(0.0, 1.0));
+    }
+
+    /// Caps the bytes per second `from` sends to `to` (None removes the cap).
+    pub fn set_bandwidth(&self, from: usize, to: usize, bytes_per_sec: Option<u64>) {
+        self.update(|f| f.flow_mut(from, to).bandwidth = bytes_per_sec.filter(|&b| b > 0));
+    }
+
+    /// The faults currently applied.
+    pub fn faults(&self) -> NetFaults {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Removes every fault; stalled bytes flow again.
+    pub fn heal(&self) {
+        self.update(|f| *f = NetFaults::new());
+    }
+
+    /// Closes every listener and connection, waiting (at most 2 s) for connections to go.
+    pub async fn shutdown(&self) {
+        self.shutdown.send_replace(true);
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.accept_tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in &tasks {
+            t.abort();
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while self.open_connections() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl NetworkFaults for ProxyMesh {
+    fn node_count(&self) -> usize {
+        self.nodes
+    }
+
+    fn apply(&self, faults: &NetFaults) -> Result<(), NemesisError> {
+        self.update(|f| *f = faults.clone());
+        Ok(())
+    }
+}
+
+impl Drop for ProxyMesh {
+    fn drop(&mut self) {
+        // connection tasks watch this flag; accept loops are aborted outright
+        self.shutdown.send_replace(true);
+        for t in self
+            .accept_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Healing: undo everything a run left broken, and record it.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::{with_error, Nemesis, NetPart};
+use crate::plan::names;
+use crate::{ClusterControl, NemesisError, NemesisRecorder};
+
+impl Nemesis {
+    /// Undoes every fault: heals the network, resets clocks, resumes paused nodes,
+    /// restarts dead ones. Safe to call more than once. Records each undo and a final
+    /// `heal` op; returns an error naming every step that failed (after trying them all).
+    pub async fn heal<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+    ) -> Result<(), NemesisError> {
+        let mut errors = Vec::new();
+        let (paused, killed, clocks, net_kinds) = {
+            let mut st = self.state();
+            let kinds: BTreeSet<&'static str> = st.net.values().map(NetPart::kind).collect();
+            st.net.clear();
+            (
+                std::mem::take(&mut st.paused),
+                std::mem::take(&mut st.killed),
+                std::mem::take(&mut st.clocks),
+                kinds,
+            )
+        };
+        if let Some(net) = &self.network {
+            if let Err(e) = net.heal_all() {
+                errors.push(format!("network: {e}"));
+            }
+        }
+        for kind in &net_kinds {
+            recorder.record(&format!("stop-{kind}"), json!({"healed": true}));
+        }
+        let step =
+            |f: &str, nodes: &BTreeSet<usize>, errs: Vec<String>, errors: &mut Vec<String>| {
+                if !nodes.is_empty() {
+                    let nodes: Vec<usize> = nodes.iter().copied().collect();
+                    recorder.record(
+                        f,
+                        with_error(json!({"nodes": names(&nodes), "healed": true}), &errs),
+                    );
+                }
+                errors.extend(errs);
+            };
+        let mut errs = Vec::new();
+        for &i in &paused {
+            if let Err(e) = cluster.resume(i).await {
+                errs.push(format!("resume {}: {e}", crate::node_name(i)));
+            }
+        }
+        step("resume", &paused, errs, &mut errors);
+        let mut errs = Vec::new();
+        for &i in &killed {
+            if let Err(e) = cluster.restart(i).await {
+                errs.push(format!("restart {}: {e}", crate::node_name(i)));
+            }
+        }
+        step("restart", &killed, errs, &mut errors);
+        let clock_nodes: Vec<usize> = clocks.iter().copied().collect();
+        let errs = set_offsets(cluster, &clock_nodes, 0).await;
+        step("stop-clock", &clocks, errs, &mut errors);
+        recorder.record("heal", with_error(json!({"healed": true}), &errors));
+        recorder.set_active("");
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(NemesisError::Fault(format!(
+                "heal incomplete: {}",
+                errors.join("; ")
+            )))
+        }
+    }
+}
+
+/// Sets the clock offset of every node in `nodes`; returns one message per failure.
+pub(super) async fn set_offsets<C: ClusterControl>(
+    cluster: &C,
+    nodes: &[usize],
+    offset_ms: i64,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for &i in nodes {
+        if let Err(e) = cluster.set_clock_offset(i, offset_ms).await {
+            errors.push(format!("clock {}: {e}", crate::node_name(i)));
+        }
+    }
+    errors
+}

@@ -1,0 +1,561 @@
+//! Runs a fault schedule against a cluster and heals it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::network::{CutMode, NetFaults, NetworkFaults};
+use crate::plan::{blocked_flows, indices, names, ClockMode, FaultAction, PlannedFault, Target};
+use crate::proxy::ProxyMesh;
+use crate::spec::NemesisSpec;
+use crate::{schedule, ClusterControl, NemesisError, NemesisRecorder};
+
+mod heal;
+use heal::set_offsets;
+
+/// Shortest clock strobe / skew update period, so tick loops stay bounded.
+const MIN_CLOCK_PERIOD_MS: u64 = 10;
+
+/// Runs a fault schedule against a cluster and heals it.
+pub struct Nemesis {
+    spec: NemesisSpec,
+    network: Option<Arc<dyn NetworkFaults>>,
+    state: Mutex<State>,
+}
+
+/// What is currently broken, so that [`Nemesis::heal`] can undo exactly that.
+#[derive(Default)]
+struct State {
+    killed: BTreeSet<usize>,
+    paused: BTreeSet<usize>,
+    /// Nodes whose clock offset may be non-zero.
+    clocks: BTreeSet<usize>,
+    /// Active network faults by plan index; the network is rebuilt from all of them.
+    net: BTreeMap<usize, NetPart>,
+}
+
+/// One active network fault's contribution to the network state.
+#[derive(Clone)]
+enum NetPart {
+    Cut(Vec<(usize, usize)>, CutMode),
+    Slow(Vec<usize>, Duration, Duration),
+    Loss(Vec<usize>, f64),
+}
+
+impl NetPart {
+    fn kind(&self) -> &'static str {
+        match self {
+            NetPart::Cut(..) => "partition",
+            NetPart::Slow(..) => "slow",
+            NetPart::Loss(..) => "loss",
+        }
+    }
+}
+
+/// A started fault: what to undo at its stop.
+enum Started {
+    Nodes(Vec<usize>),
+    Net,
+    Clock(ClockJob),
+    Failed,
+}
+
+/// A running clock fault; strobe and skew change the offset on every tick.
+struct ClockJob {
+    nodes: Vec<usize>,
+    mode: ClockMode,
+    offset_ms: i64,
+    period: Duration,
+    started: Instant,
+    next_tick: Instant,
+    on: bool,
+}
+
+/// Every flow to or from any of `nodes`.
+fn flows_touching(nodes: &[usize], n: usize) -> Vec<(usize, usize)> {
+    let mut flows: Vec<(usize, usize)> = nodes
+        .iter()
+        .flat_map(|&k| {
+            (0..n)
+                .filter(move |&x| x != k)
+                .flat_map(move |x| [(k, x), (x, k)])
+        })
+        .collect();
+    flows.sort_unstable();
+    flows.dedup();
+    flows
+}
+
+fn rebuild(parts: &BTreeMap<usize, NetPart>, n: usize) -> NetFaults {
+    let mut net = NetFaults::new();
+    for part in parts.values() {
+        match part {
+            NetPart::Cut(flows, mode) => flows.iter().for_each(|&(a, b)| net.cut(a, b, *mode)),
+            NetPart::Slow(nodes, delay, jitter) => {
+                for (a, b) in flows_touching(nodes, n) {
+                    let f = net.flow_mut(a, b);
+                    f.delay = f.delay.max(*delay);
+                    f.jitter = f.jitter.max(*jitter);
+                }
+            }
+            NetPart::Loss(nodes, fraction) => {
+                for (a, b) in flows_touching(nodes, n) {
+                    let f = net.flow_mut(a, b);
+                    f.loss = f.loss.max(*fraction);
+                }
+            }
+        }
+    }
+    net
+}
+
+fn with_error(mut value: Value, errors: &[String]) -> Value {
+    if !errors.is_empty() {
+        value["error"] = json!(errors.join("; "));
+    }
+    value
+}
+
+impl Nemesis {
+    /// A nemesis for the given spec, with no network backend (network faults are recorded
+    /// as failed).
+    pub fn new(spec: NemesisSpec) -> Nemesis {
+        Nemesis::with_network(spec, None)
+    }
+
+    /// A nemesis whose network faults act on a proxy mesh.
+    pub fn with_mesh(spec: NemesisSpec, mesh: Option<Arc<ProxyMesh>>) -> Nemesis {
+        Nemesis::with_network(spec, mesh.map(|m| m as Arc<dyn NetworkFaults>))
+    }
+
+    /// A nemesis whose network faults act on any backend (proxy mesh or namespaces).
+    pub fn with_network(spec: NemesisSpec, network: Option<Arc<dyn NetworkFaults>>) -> Nemesis {
+        Nemesis {
+            spec,
+            network,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The spec this nemesis runs.
+    pub fn spec(&self) -> &NemesisSpec {
+        &self.spec
+    }
+
+    /// The deterministic plan for this spec: the plan file's entries if the spec has one,
+    /// otherwise the random schedule for the spec's seed. Serializable, for test.json.
+    pub fn schedule(&self, node_count: usize, duration: Duration) -> Vec<PlannedFault> {
+        match &self.spec.plan {
+            Some(plan) => plan.clone(),
+            None => schedule::generate(
+                &self.spec,
+                node_count,
+                duration.as_millis().min(u64::MAX as u128) as u64,
+            ),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // a panic elsewhere must not stop the heal, so poisoning is ignored
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Injects faults per the schedule until `duration` has passed since the call, then
+    /// returns (leaving faults in place: call [`Nemesis::heal`]).
+    pub async fn run<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        duration: Duration,
+    ) -> Result<(), NemesisError> {
+        let begin = Instant::now();
+        let deadline = begin + duration;
+        let n = cluster.node_count();
+        let plan = self.schedule(n, duration);
+        // (time, stop-before-start at equal times, plan index)
+        let mut events: Vec<(u64, bool, usize)> = plan
+            .iter()
+            .enumerate()
+            .flat_map(|(k, p)| {
+                [
+                    (p.at_ms, true, k),
+                    (p.at_ms.saturating_add(p.for_ms), false, k),
+                ]
+            })
+            .collect();
+        events.sort_by_key(|&(t, is_start, k)| (t, is_start, k));
+        let mut started: BTreeMap<usize, Started> = BTreeMap::new();
+        let mut next = 0;
+        loop {
+            let next_event = events
+                .get(next)
+                .map(|&(t, _, _)| begin + Duration::from_millis(t));
+            let next_tick = started
+                .values()
+                .filter_map(|s| match s {
+                    Started::Clock(job) if job.mode != ClockMode::Bump => Some(job.next_tick),
+                    _ => None,
+                })
+                .min();
+            let wake = [next_event, next_tick, Some(deadline)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(deadline);
+            tokio::time::sleep_until(wake).await;
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            for s in started.values_mut() {
+                if let Started::Clock(job) = s {
+                    if job.mode != ClockMode::Bump && job.next_tick <= now {
+                        clock_tick(cluster, job, now).await;
+                    }
+                }
+            }
+            while let Some(&(t, is_start, k)) = events.get(next) {
+                if begin + Duration::from_millis(t) > now {
+                    break;
+                }
+                next += 1;
+                if is_start {
+                    let s = self.start(cluster, recorder, k, &plan[k], n).await;
+                    started.insert(k, s);
+                } else if let Some(s) = started.remove(&k) {
+                    self.stop(cluster, recorder, k, &plan[k], s, n).await;
+                }
+                recorder.set_active(&describe(&plan, &started));
+            }
+        }
+    }
+
+    async fn resolve<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        k: usize,
+        target: Target,
+        nodes: &[String],
+        n: usize,
+    ) -> Result<Vec<usize>, NemesisError> {
+        if target != Target::Leader {
+            return indices(nodes, n);
+        }
+        let mut leaders: Vec<usize> = cluster
+            .leaders()
+            .await
+            .into_iter()
+            .filter(|&i| i < n)
+            .collect();
+        if leaders.is_empty() && n > 0 {
+            // the target cannot say who leads: pick a node from the seed
+            let mut rng =
+                ChaCha8Rng::seed_from_u64(self.spec.seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
+            leaders.push(rng.gen_range(0..n));
+        }
+        leaders.sort_unstable();
+        leaders.dedup();
+        Ok(leaders)
+    }
+
+    async fn start<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        k: usize,
+        fault: &PlannedFault,
+        n: usize,
+    ) -> Started {
+        let mut errors = Vec::new();
+        match &fault.action {
+            FaultAction::Kill { target, nodes } | FaultAction::Pause { target, nodes } => {
+                let is_kill = matches!(fault.action, FaultAction::Kill { .. });
+                let f = if is_kill { "kill" } else { "pause" };
+                let nodes = match self.resolve(cluster, k, *target, nodes, n).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        recorder.record(f, json!({"nodes": nodes, "error": e.to_string()}));
+                        return Started::Failed;
+                    }
+                };
+                for &i in &nodes {
+                    let r = if is_kill {
+                        cluster.kill(i).await
+                    } else {
+                        cluster.pause(i).await
+                    };
+                    match r {
+                        Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
+                        Ok(()) => {
+                            let mut st = self.state();
+                            if is_kill {
+                                st.killed.insert(i);
+                                st.paused.remove(&i);
+                            } else {
+                                st.paused.insert(i);
+                            }
+                        }
+                    }
+                }
+                let v = json!({"nodes": names(&nodes), "target": target});
+                recorder.record(f, with_error(v, &errors));
+                Started::Nodes(nodes)
+            }
+            FaultAction::Clock {
+                mode,
+                nodes,
+                offset_ms,
+                period_ms,
+            } => {
+                let nodes = match indices(nodes, n) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        recorder.record(
+                            "start-clock",
+                            json!({"nodes": nodes, "error": e.to_string()}),
+                        );
+                        return Started::Failed;
+                    }
+                };
+                let now = Instant::now();
+                let period = Duration::from_millis((*period_ms).max(MIN_CLOCK_PERIOD_MS));
+                let job = ClockJob {
+                    nodes: nodes.clone(),
+                    mode: *mode,
+                    offset_ms: *offset_ms,
+                    period,
+                    started: now,
+                    next_tick: now + period,
+                    on: true,
+                };
+                let first = if *mode == ClockMode::Skew {
+                    0
+                } else {
+                    *offset_ms
+                };
+                self.state().clocks.extend(nodes.iter().copied());
+                errors.extend(set_offsets(cluster, &nodes, first).await);
+                let v = json!({"nodes": names(&nodes), "mode": mode, "offset_ms": offset_ms,
+                               "period_ms": period.as_millis() as u64});
+                recorder.record("start-clock", with_error(v, &errors));
+                Started::Clock(job)
+            }
+            FaultAction::Partition {
+                shape,
+                groups,
+                blocked,
+                mode,
+            } => {
+                let (f, desc) = (
+                    "start-partition",
+                    partition_value(shape, groups, blocked, *mode),
+                );
+                let part =
+                    blocked_flows(groups, blocked, n).map(|flows| NetPart::Cut(flows, *mode));
+                self.start_net(recorder, k, f, desc, part, n)
+            }
+            FaultAction::Slow {
+                nodes,
+                delay_ms,
+                jitter_ms,
+            } => {
+                let desc = json!({"nodes": nodes, "delay_ms": delay_ms, "jitter_ms": jitter_ms});
+                let part = match &self.network {
+                    Some(net) if !net.supports_delay() => Err(NemesisError::Unsupported(
+                        "this network backend cannot add delay".into(),
+                    )),
+                    _ => indices(nodes, n).map(|v| {
+                        NetPart::Slow(
+                            v,
+                            Duration::from_millis(*delay_ms),
+                            Duration::from_millis(*jitter_ms),
+                        )
+                    }),
+                };
+                self.start_net(recorder, k, "start-slow", desc, part, n)
+            }
+            FaultAction::Loss { nodes, fraction } => {
+                let desc = json!({"nodes": nodes, "fraction": fraction});
+                let part = indices(nodes, n).map(|v| NetPart::Loss(v, *fraction));
+                self.start_net(recorder, k, "start-loss", desc, part, n)
+            }
+        }
+    }
+
+    fn start_net(
+        &self,
+        recorder: &dyn NemesisRecorder,
+        k: usize,
+        f: &str,
+        desc: Value,
+        part: Result<NetPart, NemesisError>,
+        n: usize,
+    ) -> Started {
+        let result = part.and_then(|part| {
+            let net = self.network.as_ref().ok_or_else(|| {
+                NemesisError::Unsupported("no network backend (proxy mesh)".into())
+            })?;
+            let mut st = self.state();
+            st.net.insert(k, part);
+            let r = net.apply(&rebuild(&st.net, n));
+            if r.is_err() {
+                st.net.remove(&k);
+                // best effort: put the network back as it was before this fault
+                let _ = net.apply(&rebuild(&st.net, n));
+            }
+            r
+        });
+        match result {
+            Ok(()) => {
+                recorder.record(f, desc);
+                Started::Net
+            }
+            Err(e) => {
+                recorder.record(f, with_error(desc, &[e.to_string()]));
+                Started::Failed
+            }
+        }
+    }
+
+    async fn stop<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        k: usize,
+        fault: &PlannedFault,
+        started: Started,
+        n: usize,
+    ) {
+        let mut errors = Vec::new();
+        match (started, &fault.action) {
+            (Started::Nodes(nodes), FaultAction::Kill { .. }) => {
+                for &i in &nodes {
+                    // a node another fault already brought back is left alone
+                    if !self.state().killed.contains(&i) {
+                        continue;
+                    }
+                    match cluster.restart(i).await {
+                        Ok(()) => {
+                            self.state().killed.remove(&i);
+                        }
+                        Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
+                    }
+                }
+                recorder.record(
+                    "restart",
+                    with_error(json!({"nodes": names(&nodes)}), &errors),
+                );
+            }
+            (Started::Nodes(nodes), _) => {
+                for &i in &nodes {
+                    if !self.state().paused.contains(&i) {
+                        continue;
+                    }
+                    match cluster.resume(i).await {
+                        Ok(()) => {
+                            self.state().paused.remove(&i);
+                        }
+                        Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
+                    }
+                }
+                recorder.record(
+                    "resume",
+                    with_error(json!({"nodes": names(&nodes)}), &errors),
+                );
+            }
+            (Started::Clock(job), _) => {
+                errors.extend(set_offsets(cluster, &job.nodes, 0).await);
+                if errors.is_empty() {
+                    let mut st = self.state();
+                    job.nodes.iter().for_each(|i| {
+                        st.clocks.remove(i);
+                    });
+                }
+                let v = json!({"nodes": names(&job.nodes), "offset_ms": 0});
+                recorder.record("stop-clock", with_error(v, &errors));
+            }
+            (Started::Net, action) => {
+                let kind = action.kind();
+                let result = match &self.network {
+                    Some(net) => {
+                        let mut st = self.state();
+                        st.net.remove(&k);
+                        net.apply(&rebuild(&st.net, n))
+                    }
+                    None => Ok(()),
+                };
+                if let Err(e) = result {
+                    errors.push(e.to_string());
+                }
+                let desc = match action {
+                    FaultAction::Partition {
+                        shape,
+                        groups,
+                        blocked,
+                        mode,
+                    } => partition_value(shape, groups, blocked, *mode),
+                    FaultAction::Slow { nodes, .. } | FaultAction::Loss { nodes, .. } => {
+                        json!({"nodes": nodes})
+                    }
+                    _ => json!({}),
+                };
+                recorder.record(&format!("stop-{kind}"), with_error(desc, &errors));
+            }
+            (Started::Failed, _) => {}
+        }
+    }
+}
+
+/// Moves a strobe or skew clock fault one step. Errors are not recorded per tick (a
+/// tick every few ms would flood the history); the start and stop ops carry the fault.
+async fn clock_tick<C: ClusterControl>(cluster: &C, job: &mut ClockJob, now: Instant) {
+    let offset = match job.mode {
+        ClockMode::Strobe => {
+            job.on = !job.on;
+            if job.on {
+                job.offset_ms
+            } else {
+                0
+            }
+        }
+        ClockMode::Skew => {
+            let secs = now.duration_since(job.started).as_secs_f64();
+            (job.offset_ms as f64 * secs).round() as i64
+        }
+        ClockMode::Bump => job.offset_ms,
+    };
+    let _ = set_offsets(cluster, &job.nodes, offset).await;
+    job.next_tick = now + job.period;
+}
+
+fn partition_value(
+    shape: &str,
+    groups: &[Vec<String>],
+    blocked: &[(String, String)],
+    mode: CutMode,
+) -> Value {
+    let mut v = json!({"shape": shape, "mode": mode, "blocked": blocked});
+    v[shape] = json!(groups);
+    v
+}
+
+/// Text for the progress display: the active faults and their nodes.
+fn describe(plan: &[PlannedFault], started: &BTreeMap<usize, Started>) -> String {
+    started
+        .iter()
+        .filter(|(_, s)| !matches!(s, Started::Failed))
+        .map(|(&k, s)| match (s, &plan[k].action) {
+            (Started::Nodes(nodes), a) | (Started::Clock(ClockJob { nodes, .. }), a) => {
+                format!("{} {}", a.kind(), names(nodes).join(","))
+            }
+            (_, FaultAction::Partition { shape, .. }) => format!("partition {shape}"),
+            (_, a) => a.kind().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -1,0 +1,262 @@
+//! The random fault schedule: a pure function of (seed, faults, interval, node count,
+//! duration), so a run can be repeated exactly with the same seed.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::network::CutMode;
+use crate::plan::{names, node_name, ClockMode, FaultAction, PlannedFault, Target};
+use crate::spec::NemesisSpec;
+
+/// Upper bound on schedule length, whatever the duration and interval.
+const MAX_FAULTS: usize = 10_000;
+
+/// Partition shapes the schedule picks from.
+pub(crate) const SHAPES: &[&str] = &[
+    "halves",
+    "random-halves",
+    "isolate",
+    "majority-minority",
+    "majorities-ring",
+    "bridge",
+    "one-way",
+];
+
+/// Fault classes with their own timelines: faults of one class never overlap (so a node
+/// is never killed and paused at once, and partitions do not stack), while faults of
+/// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
+const CLASSES: &[&[&str]] = &[
+    &["kill", "pause"],
+    &["partition", "slow", "loss"],
+    &["clock"],
+];
+
+/// Builds the schedule. Each class present runs its own timeline: a fault lasting between
+/// a quarter and three quarters of the class interval, then a quiet gap of the same range.
+/// The class interval is `interval` times the number of classes present, so across all
+/// classes a fault starts on average once per `interval`.
+pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<PlannedFault> {
+    let iv = spec.interval.as_millis().min(u64::MAX as u128) as u64;
+    let kinds: Vec<&str> = spec
+        .faults
+        .iter()
+        .map(String::as_str)
+        .filter(|k| *k != "partition" || n >= 2)
+        .collect();
+    if kinds.is_empty() || n == 0 || iv == 0 {
+        return Vec::new();
+    }
+    let classes: Vec<(usize, Vec<&str>)> = CLASSES
+        .iter()
+        .enumerate()
+        .map(|(c, members)| {
+            (
+                c,
+                kinds
+                    .iter()
+                    .copied()
+                    .filter(|k| members.contains(k))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, ks)| !ks.is_empty())
+        .collect();
+    let class_iv = iv.saturating_mul(classes.len() as u64);
+    let mut out = Vec::new();
+    for (c, class_kinds) in classes {
+        // one seeded stream per class, so adding a class does not reshuffle the others
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            spec.seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
+        timeline(&class_kinds, n, class_iv, duration_ms, &mut rng, &mut out);
+    }
+    out.sort_by_key(|f| f.at_ms);
+    out
+}
+
+fn timeline(
+    kinds: &[&str],
+    n: usize,
+    iv: u64,
+    duration_ms: u64,
+    rng: &mut ChaCha8Rng,
+    out: &mut Vec<PlannedFault>,
+) {
+    let span = |rng: &mut ChaCha8Rng| rng.gen_range((iv / 4).max(1)..=(iv * 3 / 4).max(1));
+    let mut t = span(rng);
+    while t < duration_ms && out.len() < MAX_FAULTS {
+        let kind = kinds[rng.gen_range(0..kinds.len())];
+        let for_ms = span(rng);
+        out.push(PlannedFault {
+            at_ms: t,
+            for_ms,
+            action: action(kind, n, rng),
+        });
+        t = t.saturating_add(for_ms).saturating_add(span(rng));
+    }
+}
+
+fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
+    match kind {
+        "kill" | "pause" => {
+            let targets = [
+                Target::One,
+                Target::Minority,
+                Target::Majority,
+                Target::All,
+                Target::Leader,
+            ];
+            let target = targets[rng.gen_range(0..targets.len())];
+            let nodes = names(&pick(target, n, rng));
+            if kind == "kill" {
+                FaultAction::Kill { target, nodes }
+            } else {
+                FaultAction::Pause { target, nodes }
+            }
+        }
+        "partition" => partition(n, rng),
+        "clock" => {
+            let mode = [ClockMode::Bump, ClockMode::Strobe, ClockMode::Skew][rng.gen_range(0..3)];
+            let target = [Target::One, Target::Minority, Target::All][rng.gen_range(0..3)];
+            let sign = if rng.gen_bool(0.5) { 1 } else { -1 };
+            let (offset_ms, period_ms) = match mode {
+                ClockMode::Bump => (rng.gen_range(100..=10_000), 0),
+                ClockMode::Strobe => (rng.gen_range(100..=2_000), rng.gen_range(50..=500)),
+                ClockMode::Skew => (rng.gen_range(10..=200), 100),
+            };
+            FaultAction::Clock {
+                mode,
+                nodes: names(&pick(target, n, rng)),
+                offset_ms: sign * offset_ms,
+                period_ms,
+            }
+        }
+        "slow" => {
+            let target = [Target::One, Target::All][rng.gen_range(0..2)];
+            let delay_ms = rng.gen_range(20..=200);
+            FaultAction::Slow {
+                nodes: names(&pick(target, n, rng)),
+                delay_ms,
+                jitter_ms: delay_ms / 4,
+            }
+        }
+        // "loss", the only kind left after parsing
+        _ => {
+            let target = [Target::One, Target::All][rng.gen_range(0..2)];
+            FaultAction::Loss {
+                nodes: names(&pick(target, n, rng)),
+                fraction: f64::from(rng.gen_range(5u32..=50)) / 100.0,
+            }
+        }
+    }
+}
+
+/// Random nodes for a target, sorted. `Leader` gets no nodes: it is resolved at run time.
+pub(crate) fn pick(target: Target, n: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
+    let k = match target {
+        Target::One => 1,
+        Target::Minority => rng.gen_range(1..=((n - 1) / 2).max(1)),
+        Target::Majority => n / 2 + 1,
+        Target::All => n,
+        Target::Leader | Target::Nodes => 0,
+    };
+    let mut all: Vec<usize> = (0..n).collect();
+    all.shuffle(rng);
+    let mut chosen: Vec<usize> = all.into_iter().take(k.min(n)).collect();
+    chosen.sort_unstable();
+    chosen
+}
+
+fn partition(n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
+    let mut shape = SHAPES[rng.gen_range(0..SHAPES.len())];
+    if n < 4 && (shape == "majorities-ring" || shape == "bridge") {
+        shape = "random-halves";
+    }
+    let mode = if rng.gen_range(0..3) == 0 {
+        CutMode::Refuse
+    } else {
+        CutMode::Blackhole
+    };
+    let mut perm: Vec<usize> = (0..n).collect();
+    perm.shuffle(rng);
+    let sorted = |v: &[usize]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    let (groups, blocked): (Vec<Vec<usize>>, Vec<(usize, usize)>) = match shape {
+        "halves" => {
+            let all: Vec<usize> = (0..n).collect();
+            (vec![all[..n / 2].to_vec(), all[n / 2..].to_vec()], vec![])
+        }
+        "random-halves" => (vec![sorted(&perm[..n / 2]), sorted(&perm[n / 2..])], vec![]),
+        "isolate" => (vec![vec![perm[0]], sorted(&perm[1..])], vec![]),
+        "majority-minority" => {
+            let k = rng.gen_range(1..=((n - 1) / 2).max(1));
+            (vec![sorted(&perm[..k]), sorted(&perm[k..])], vec![])
+        }
+        "majorities-ring" => ring(&perm),
+        "bridge" => {
+            // perm[0] is the bridge: it talks to both sides, which cannot talk to each other
+            let rest = &perm[1..];
+            let (a, b) = rest.split_at(rest.len() / 2);
+            let blocked = a
+                .iter()
+                .flat_map(|&x| b.iter().flat_map(move |&y| [(x, y), (y, x)]))
+                .collect();
+            (vec![sorted(a), vec![perm[0]], sorted(b)], blocked)
+        }
+        // one-way: a minority's messages to the rest are lost; the rest still reach it
+        _ => {
+            let k = rng.gen_range(1..=((n - 1) / 2).max(1));
+            let (from, to) = perm.split_at(k);
+            let blocked = from
+                .iter()
+                .flat_map(|&x| to.iter().map(move |&y| (x, y)))
+                .collect();
+            (vec![sorted(from), sorted(to)], blocked)
+        }
+    };
+    let mut blocked = blocked;
+    blocked.sort_unstable();
+    FaultAction::Partition {
+        shape: shape.to_string(),
+        groups: groups.iter().map(|g| names(g)).collect(),
+        blocked: blocked
+            .iter()
+            .map(|&(a, b)| (node_name(a), node_name(b)))
+            .collect(),
+        mode,
+    }
+}
+
+/// Majorities ring: nodes sit on a ring in `perm` order and each talks only to the nodes
+/// within `reach` ring steps, so every node sees a majority but no two nodes (for n >= 5)
+/// see the same majority. Groups list each node's view (the node first).
+fn ring(perm: &[usize]) -> (Vec<Vec<usize>>, Vec<(usize, usize)>) {
+    let n = perm.len();
+    let majority = n / 2 + 1;
+    let reach = majority / 2; // 2*reach + 1 >= majority
+    let dist = |p: usize, q: usize| {
+        let d = p.abs_diff(q);
+        d.min(n - d)
+    };
+    let mut views = Vec::new();
+    let mut blocked = Vec::new();
+    for p in 0..n {
+        let mut view = vec![perm[p]];
+        for q in 0..n {
+            if q == p {
+                continue;
+            }
+            if dist(p, q) <= reach {
+                view.push(perm[q]);
+            } else {
+                blocked.push((perm[p], perm[q]));
+            }
+        }
+        views.push(view);
+    }
+    (views, blocked)
+}

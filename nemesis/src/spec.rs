@@ -1,0 +1,92 @@
+//! `--nemesis` options and fault plan files.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::plan::PlannedFault;
+use crate::{NemesisError, KNOWN_FAULTS};
+
+/// Parsed `--nemesis` options: which faults, how often, from which seed; or a fixed plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NemesisSpec {
+    /// Fault kinds to schedule (`partition`, `kill`, ...). Empty means no faults.
+    pub faults: Vec<String>,
+    /// Mean time between fault starts.
+    pub interval: Duration,
+    /// Seed for the schedule's random choices.
+    pub seed: u64,
+    /// An explicit plan (from a plan file). When set it replaces the random schedule.
+    pub plan: Option<Vec<PlannedFault>>,
+}
+
+impl NemesisSpec {
+    /// Parses a comma-separated list such as `partition,kill`.
+    pub fn parse(list: &str, interval: Duration, seed: u64) -> Result<NemesisSpec, NemesisError> {
+        let mut faults = Vec::new();
+        for f in list.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+            if !KNOWN_FAULTS.contains(&f) {
+                return Err(NemesisError::UnknownFault(f.to_string()));
+            }
+            if f != "none" && !faults.iter().any(|g| g == f) {
+                faults.push(f.to_string());
+            }
+        }
+        Ok(NemesisSpec {
+            faults,
+            interval,
+            seed,
+            plan: None,
+        })
+    }
+
+    /// A spec that replays a fixed plan, e.g. one stored in a previous run's test.json.
+    pub fn from_plan(plan: Vec<PlannedFault>) -> NemesisSpec {
+        let mut faults: Vec<String> = Vec::new();
+        for p in &plan {
+            let kind = p.action.kind().to_string();
+            if !faults.contains(&kind) {
+                faults.push(kind);
+            }
+        }
+        NemesisSpec {
+            faults,
+            interval: Duration::ZERO,
+            seed: 0,
+            plan: Some(plan),
+        }
+    }
+
+    /// Reads a fault plan file: JSON, either an array of planned faults or an object
+    /// `{"faults": [...]}`. Each entry is
+    /// `{"at_ms": 5000, "for_ms": 10000, "f": "kill", "nodes": ["n2"]}`
+    /// (see [`crate::FaultAction`] for every `f`).
+    pub fn from_plan_file(path: &Path) -> Result<NemesisSpec, NemesisError> {
+        let plan_err = |msg: String| NemesisError::Plan {
+            path: path.display().to_string(),
+            msg,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| plan_err(e.to_string()))?;
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum PlanFile {
+            List(Vec<PlannedFault>),
+            Object { faults: Vec<PlannedFault> },
+        }
+        let plan = match serde_json::from_str::<PlanFile>(&text) {
+            Ok(PlanFile::List(p)) | Ok(PlanFile::Object { faults: p }) => p,
+            Err(_) => {
+                // untagged enums hide the real error; re-parse as a list to report it
+                let e = serde_json::from_str::<Vec<PlannedFault>>(&text)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "not a plan".to_string());
+                return Err(plan_err(e));
+            }
+        };
+        for (k, p) in plan.iter().enumerate() {
+            p.validate()
+                .map_err(|m| plan_err(format!("entry {k}: {m}")))?;
+        }
+        Ok(NemesisSpec::from_plan(plan))
+    }
+}

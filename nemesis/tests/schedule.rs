@@ -1,0 +1,191 @@
+//! Schedules: determinism per seed, partition shapes, plan files.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use splitbrain_nemesis::{
+    node_index, FaultAction, Nemesis, NemesisError, NemesisSpec, PlannedFault, Target,
+};
+
+fn plan(list: &str, seed: u64, n: usize) -> Vec<PlannedFault> {
+    let spec = NemesisSpec::parse(list, Duration::from_secs(2), seed).unwrap();
+    Nemesis::new(spec).schedule(n, Duration::from_secs(300))
+}
+
+const ALL: &str = "partition,kill,pause,clock,slow,loss";
+
+#[test]
+fn same_seed_gives_same_schedule() {
+    let a = plan(ALL, 42, 5);
+    let b = plan(ALL, 42, 5);
+    assert!(
+        a.len() > 50,
+        "300 s at a 2 s interval should give many faults, got {}",
+        a.len()
+    );
+    assert_eq!(a, b);
+    // and the serialized form (what test.json stores) is identical too
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}
+
+#[test]
+fn different_seed_gives_different_schedule() {
+    assert_ne!(plan(ALL, 42, 5), plan(ALL, 43, 5));
+    assert_ne!(plan(ALL, 1, 5), plan(ALL, 2, 5));
+}
+
+#[test]
+fn schedule_respects_duration_kinds_and_nodes() {
+    for seed in 0..20 {
+        let p = plan("partition,kill", seed, 5);
+        let mut last_end = [0u64; 2];
+        for f in &p {
+            assert!(f.at_ms < 300_000);
+            let class = usize::from(matches!(f.action, FaultAction::Partition { .. }));
+            assert!(
+                f.at_ms >= last_end[class],
+                "faults of one class must not overlap"
+            );
+            last_end[class] = f.at_ms + f.for_ms;
+            assert!(matches!(
+                f.action,
+                FaultAction::Partition { .. } | FaultAction::Kill { .. }
+            ));
+            f.validate().unwrap();
+            let json = serde_json::to_value(f).unwrap();
+            for name in json["nodes"].as_array().into_iter().flatten() {
+                let i = node_index(name.as_str().unwrap()).unwrap();
+                assert!(i < 5);
+            }
+        }
+        assert!(
+            p.windows(2).all(|w| w[0].at_ms <= w[1].at_ms),
+            "plan sorted by start"
+        );
+        // a fault starts about once per interval (2 s) over 300 s, all classes together
+        assert!((100..=200).contains(&p.len()), "{} faults", p.len());
+    }
+    assert!(plan("none", 1, 5).is_empty());
+    assert!(plan("kill", 1, 0).is_empty());
+    assert!(matches!(
+        NemesisSpec::parse("kill,explode", Duration::from_secs(1), 0),
+        Err(NemesisError::UnknownFault(_))
+    ));
+}
+
+#[test]
+fn every_partition_shape_appears_and_blocks_something() {
+    let mut shapes = BTreeSet::new();
+    for seed in 0..10 {
+        for f in plan("partition", seed, 5) {
+            let FaultAction::Partition {
+                shape,
+                groups,
+                blocked,
+                ..
+            } = f.action
+            else {
+                panic!("only partitions were asked for");
+            };
+            assert!(groups.len() >= 2, "{shape}: {groups:?}");
+            if shape == "majorities-ring" {
+                // every node still hears from a majority (itself included), and no two
+                // nodes hear the same set
+                let mut views = BTreeSet::new();
+                for node in 1..=5 {
+                    let me = format!("n{node}");
+                    let deaf: BTreeSet<&String> = blocked
+                        .iter()
+                        .filter(|(_, to)| *to == me)
+                        .map(|(f, _)| f)
+                        .collect();
+                    assert!(5 - deaf.len() >= 3, "n{node} hears a minority: {blocked:?}");
+                    views.insert(deaf);
+                }
+                assert_eq!(views.len(), 5);
+            }
+            if shape == "one-way" {
+                let back = blocked
+                    .iter()
+                    .filter(|(a, b)| blocked.contains(&(b.clone(), a.clone())));
+                assert_eq!(back.count(), 0, "one-way cuts must not be symmetric");
+            }
+            shapes.insert(shape);
+        }
+    }
+    let want = [
+        "halves",
+        "random-halves",
+        "isolate",
+        "majority-minority",
+        "majorities-ring",
+        "bridge",
+        "one-way",
+    ];
+    for s in want {
+        assert!(shapes.contains(s), "shape {s} never scheduled: {shapes:?}");
+    }
+}
+
+#[test]
+fn process_targets_have_the_right_sizes() {
+    for seed in 0..10 {
+        for f in plan("kill,pause", seed, 5) {
+            let (target, nodes) = match f.action {
+                FaultAction::Kill { target, nodes } | FaultAction::Pause { target, nodes } => {
+                    (target, nodes)
+                }
+                _ => unreachable!(),
+            };
+            let ok = match target {
+                Target::One => nodes.len() == 1,
+                Target::Minority => (1..=2).contains(&nodes.len()),
+                Target::Majority => nodes.len() == 3,
+                Target::All => nodes.len() == 5,
+                Target::Leader => nodes.is_empty(),
+                Target::Nodes => false,
+            };
+            assert!(ok, "{target:?} with {nodes:?}");
+        }
+    }
+}
+
+#[test]
+fn plan_file_round_trip_and_errors() {
+    let dir = std::env::temp_dir().join(format!("sb-nemesis-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let generated = plan(ALL, 9, 3);
+    let path = dir.join("plan.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&generated).unwrap()).unwrap();
+    let spec = NemesisSpec::from_plan_file(&path).unwrap();
+    assert_eq!(
+        Nemesis::new(spec).schedule(3, Duration::from_secs(1)),
+        generated
+    );
+
+    let hand = r#"{"faults": [
+        {"at_ms": 1000, "for_ms": 5000, "f": "kill", "nodes": ["n2"]},
+        {"at_ms": 7000, "for_ms": 5000, "f": "partition", "shape": "isolate",
+         "groups": [["n1"], ["n2", "n3"]]},
+        {"at_ms": 9000, "for_ms": 1000, "f": "clock", "mode": "bump", "nodes": ["n3"], "offset_ms": -2500}
+    ]}"#;
+    std::fs::write(&path, hand).unwrap();
+    let spec = NemesisSpec::from_plan_file(&path).unwrap();
+    assert_eq!(spec.faults, vec!["kill", "partition", "clock"]);
+    assert_eq!(spec.plan.as_ref().map(Vec::len), Some(3));
+
+    std::fs::write(
+        &path,
+        r#"[{"at_ms": 0, "for_ms": 1, "f": "kill", "nodes": ["node-2"]}]"#,
+    )
+    .unwrap();
+    let err = NemesisSpec::from_plan_file(&path).unwrap_err().to_string();
+    assert!(err.contains("node-2"), "{err}");
+    std::fs::write(&path, r#"[{"at_ms": 0, "f": "teleport"}]"#).unwrap();
+    assert!(NemesisSpec::from_plan_file(&path).is_err());
+    assert!(NemesisSpec::from_plan_file(&dir.join("missing.json")).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
