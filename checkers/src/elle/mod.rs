@@ -1,1 +1,347 @@
-//! Elle-style transactional checking (in progress).
+//! Elle-style transactional consistency checking for list-append and rw-register
+//! histories.
+//!
+//! Transactions are ops whose value is a list of micro-ops `[f, key, value]` (`r`,
+//! `append` or `w`). The checker infers a version order for every key, builds a
+//! dependency graph between transactions (ww, wr, rw, plus process or real-time order
+//! when the required model needs them), finds the non-cycle anomalies Elle names (G1a,
+//! G1b, dirty-update, duplicate-elements, incompatible-order, internal, future-read,
+//! lost-update, cyclic-versions) and searches each strongly connected component for the
+//! shortest cycle of each class (G0, G1c, G-single-item, G-nonadjacent-item, G2-item and
+//! their `-process` / `-realtime` variants).
+//!
+//! As in Elle, a history is invalid only if it shows an anomaly that the required model
+//! forbids; `not` and `also_not` name the models the anomalies rule out.
+//!
+//! ```
+//! use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
+//! use splitbrain_checkers::Checker;
+//! let checker = ElleChecker::new(ElleWorkload::ListAppend, ElleOptions::default()).unwrap();
+//! assert_eq!(checker.name(), "elle-list-append");
+//! ```
+
+pub mod bench;
+mod cycles;
+mod found;
+mod graph;
+mod list_append;
+mod model;
+mod rw_register;
+mod txn;
+
+use crate::history::History;
+use crate::verdict::{CheckBounds, CheckResult, Checker, Validity};
+use found::{Found, Namer};
+use graph::{EdgeList, Graph};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+use txn::MopKind;
+
+/// Which transactional workload a history comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElleWorkload {
+    /// Micro-ops `r` (returns the whole list) and `append` (unique values per key).
+    ListAppend,
+    /// Micro-ops `r` (returns one value or nil) and `w` (unique values per key).
+    RwRegister,
+}
+
+/// Options for [`ElleChecker`].
+#[derive(Debug, Clone)]
+pub struct ElleOptions {
+    /// The consistency model the history must satisfy (default `strict-serializable`).
+    pub consistency_model: String,
+    /// Overall time budget (memory is bounded by the history's size).
+    pub bounds: CheckBounds,
+    /// rw-register: assume each key is sequentially consistent and infer versions
+    /// from each process's order.
+    pub sequential_keys: bool,
+    /// rw-register: assume each key is linearizable and infer versions from real time.
+    pub linearizable_keys: bool,
+    /// rw-register: assume writes follow reads within a transaction.
+    pub wfr_keys: bool,
+    /// Time budget for the cycle search in each strongly connected component.
+    pub cycle_search_timeout: Duration,
+}
+
+impl Default for ElleOptions {
+    fn default() -> Self {
+        ElleOptions {
+            consistency_model: "strict-serializable".to_string(),
+            bounds: CheckBounds::default(),
+            sequential_keys: false,
+            linearizable_keys: false,
+            wfr_keys: false,
+            cycle_search_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The consistency model named is not one Elle knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown consistency model `{0}`; known models: {known}", known = known_models_text())]
+pub struct UnknownConsistencyModel(pub String);
+
+fn known_models_text() -> String {
+    model::all_models()
+        .into_iter()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The principal consistency models, weakest first: (name, one-line description).
+/// Every other model name Elle knows is accepted too.
+pub fn consistency_models() -> &'static [(&'static str, &'static str)] {
+    model::MAIN_MODELS
+}
+
+/// Anomaly types that make a result unknown rather than invalid.
+const UNKNOWN_TYPES: &[&str] = &["empty-transaction-graph", "cycle-search-timeout"];
+
+/// The Elle-style checker for one workload and required model.
+#[derive(Debug, Clone)]
+pub struct ElleChecker {
+    workload: ElleWorkload,
+    options: ElleOptions,
+    prohibited: HashSet<String>,
+}
+
+impl ElleChecker {
+    /// A checker for `workload` that requires `options.consistency_model`.
+    pub fn new(
+        workload: ElleWorkload,
+        options: ElleOptions,
+    ) -> Result<Self, UnknownConsistencyModel> {
+        if !model::all_models().contains(&options.consistency_model) {
+            return Err(UnknownConsistencyModel(options.consistency_model.clone()));
+        }
+        let prohibited = model::prohibited_anomalies(&options.consistency_model);
+        Ok(ElleChecker {
+            workload,
+            options,
+            prohibited,
+        })
+    }
+
+    /// Which order edges the required model needs: real time if it forbids any
+    /// `-realtime` cycle (process order is then implied), else process order if it
+    /// forbids any `-process` cycle, else none.
+    fn order_edges(&self) -> u8 {
+        if self.prohibited.iter().any(|a| a.ends_with("-realtime")) {
+            graph::REALTIME
+        } else if self.prohibited.iter().any(|a| a.ends_with("-process")) {
+            graph::PROCESS
+        } else {
+            0
+        }
+    }
+
+    fn unknown(&self, explanation: String) -> CheckResult {
+        CheckResult::new(self.name(), Validity::Unknown, explanation)
+    }
+}
+
+impl Checker for ElleChecker {
+    fn name(&self) -> String {
+        match self.workload {
+            ElleWorkload::ListAppend => "elle-list-append".into(),
+            ElleWorkload::RwRegister => "elle-rw-register".into(),
+        }
+    }
+
+    fn check(&self, history: &History) -> CheckResult {
+        let started = Instant::now();
+        let overall_deadline = self.options.bounds.time_limit.map(|d| started + d);
+        let list = self.workload == ElleWorkload::ListAppend;
+        let mut phases: Vec<(&str, u64)> = Vec::new();
+        let mut lap = Instant::now();
+        let mut phase = |name: &'static str, phases: &mut Vec<(&str, u64)>| {
+            phases.push((name, lap.elapsed().as_millis() as u64));
+            lap = Instant::now();
+        };
+        let txns = txn::build(history, list);
+        phase("intern", &mut phases);
+        let wrong_kind = if list {
+            MopKind::Write
+        } else {
+            MopKind::Append
+        };
+        if !txns.unexpected.is_empty() || txns.mops.iter().any(|m| m.kind == wrong_kind) {
+            return self.unknown(format!(
+                "the history has micro-ops this workload does not use (expected {}); is this the right workload?",
+                if list { "r and append" } else { "r and w" }
+            ));
+        }
+        if let Some(&pair) = txns.malformed.first() {
+            let index = history.pairs()[pair as usize].invoke_pos;
+            return self.unknown(format!(
+                "{} transaction(s) are not lists of [f key value] micro-ops (the first is invoked at index {index})",
+                txns.malformed.len()
+            ));
+        }
+        let namer = Namer {
+            txns: &txns,
+            history,
+        };
+        let mut found = Found::default();
+        let mut edges = EdgeList::default();
+        let analysis = match self.workload {
+            ElleWorkload::ListAppend => {
+                list_append::analyze(&txns, &namer, &mut found, &mut edges).map(Analysis::List)
+            }
+            ElleWorkload::RwRegister => {
+                let inference = rw_register::Inference {
+                    wfr: self.options.wfr_keys,
+                    sequential: self.options.sequential_keys,
+                    linearizable: self.options.linearizable_keys,
+                };
+                rw_register::analyze(&txns, &namer, &mut found, &mut edges, inference)
+                    .map(Analysis::Register)
+            }
+        };
+        let analysis = match analysis {
+            Ok(a) => a,
+            Err(e) => return self.unknown(e),
+        };
+        phase("infer", &mut phases);
+        match self.order_edges() {
+            graph::REALTIME => graph::add_realtime_edges(&txns, history.len(), &mut edges),
+            graph::PROCESS => graph::add_process_edges(&txns, &mut edges),
+            _ => {}
+        }
+        phase("order-edges", &mut phases);
+        let g = Graph::build(txns.txns.len(), edges);
+        phase("graph", &mut phases);
+        if g.edge_count() == 0 {
+            found.flag(
+                "empty-transaction-graph",
+                "no dependencies between transactions could be inferred, so nothing can be concluded".into(),
+            );
+        }
+        let explain = |a: u32, b: u32, kind: u8| match &analysis {
+            Analysis::List(idx) => list_append::explain(&txns, idx, &namer, a, b, kind),
+            Analysis::Register(vg) => rw_register::explain(&txns, vg, &namer, a, b, kind),
+        };
+        cycles::find_cycles(
+            &g,
+            &namer,
+            &explain,
+            &mut found,
+            self.options.cycle_search_timeout,
+            overall_deadline,
+        );
+        phase("cycles", &mut phases);
+        let mut r = self.result(found, &namer, &g, started);
+        r.details["phase-ms"] = phases
+            .iter()
+            .map(|(n, ms)| (n.to_string(), json!(ms)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        r
+    }
+}
+
+enum Analysis {
+    List(list_append::AppendIndex),
+    Register(rw_register::VersionGraph),
+}
+
+impl ElleChecker {
+    fn result(&self, found: Found, namer: &Namer, g: &Graph, started: Instant) -> CheckResult {
+        let model = &self.options.consistency_model;
+        let reportable: Vec<String> = found
+            .by_type
+            .keys()
+            .filter(|t| self.prohibited.contains(*t) || UNKNOWN_TYPES.contains(&t.as_str()))
+            .cloned()
+            .collect();
+        let bad: Vec<&String> = reportable
+            .iter()
+            .filter(|t| self.prohibited.contains(*t))
+            .collect();
+        let unreported: Vec<&String> = found
+            .by_type
+            .keys()
+            .filter(|t| !reportable.contains(t))
+            .collect();
+        let n = namer.txns.txns.len();
+        let mut details = json!({
+            "workload": self.name(),
+            "consistency-model": model,
+            "transactions": n,
+            "dependency-edges": g.edge_count(),
+            "elapsed-ms": started.elapsed().as_millis() as u64,
+        });
+        if !unreported.is_empty() {
+            details["not-forbidden-by-model"] = json!(unreported);
+        }
+        if reportable.is_empty() {
+            let mut r = CheckResult::new(
+                self.name(),
+                Validity::Valid,
+                format!("checked {n} transactions: no anomaly that {model} forbids"),
+            );
+            r.details = details;
+            return r;
+        }
+        let valid = if bad.is_empty() {
+            Validity::Unknown
+        } else {
+            Validity::Invalid
+        };
+        let (not, also_not) = model::boundary(found.by_type.keys().map(String::as_str));
+        let mut anomalies = serde_json::Map::new();
+        for t in &reportable {
+            let (count, cases) = &found.by_type[t];
+            let instances: Vec<Value> = cases
+                .iter()
+                .map(|c| {
+                    let mut v = json!({"explanation": c.explanation});
+                    if let Value::Object(m) = &c.data {
+                        for (k, x) in m {
+                            v[k] = x.clone();
+                        }
+                    }
+                    v
+                })
+                .collect();
+            anomalies.insert(t.clone(), json!({"count": count, "instances": instances}));
+        }
+        details["anomalies"] = Value::Object(anomalies);
+        // Evidence and headline from the first forbidden anomaly (else the first reported).
+        let headline = bad.first().copied().unwrap_or(&reportable[0]);
+        let first = &found.by_type[headline].1[0];
+        let evidence: Vec<Value> = first
+            .txns
+            .iter()
+            .take(16)
+            .map(|t| namer.op_json(*t))
+            .collect();
+        let mut explanation = match valid {
+            Validity::Invalid => format!(
+                "{model} is violated: found {} in {n} transactions. First {headline}: {}",
+                reportable.join(", "),
+                first.explanation
+            ),
+            _ => format!(
+                "could not decide {model}: {}. {}",
+                reportable.join(", "),
+                first.explanation
+            ),
+        };
+        if !not.is_empty() {
+            explanation.push_str(&format!(". Ruled out: {}", not.join(", ")));
+        }
+        CheckResult {
+            checker: self.name(),
+            valid,
+            explanation,
+            evidence,
+            anomaly_types: reportable,
+            not,
+            also_not,
+            details,
+        }
+    }
+}

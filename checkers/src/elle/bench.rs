@@ -1,0 +1,335 @@
+//! Benchmark support: a generator of strict-serializable list-append histories and the
+//! table `splitbrain bench elle` prints.
+//!
+//! The generator simulates a database that applies each transaction atomically at one
+//! point inside its invoke/complete interval, so every history it makes is strict
+//! serializable by construction. Keys rotate: once a key has taken
+//! [`GenConfig::max_appends_per_key`] appends it is retired and a fresh key takes its
+//! place among the `keys` active ones (as Elle's own generator does), which keeps reads
+//! short however long the history.
+
+use super::{ElleChecker, ElleOptions, ElleWorkload};
+use crate::history::write::write_op_line;
+use crate::history::{History, HistoryError, Op, OpType, Process};
+use crate::verdict::Checker;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+/// Shape of a generated list-append history.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    /// ChaCha seed.
+    pub seed: u64,
+    /// Number of transactions.
+    pub txns: usize,
+    /// Number of keys active at any time.
+    pub keys: usize,
+    /// Number of concurrent client processes.
+    pub processes: usize,
+    /// Micro-ops per transaction: uniform in 1..=max_mops.
+    pub max_mops: usize,
+    /// Appends a key takes before it is retired for a fresh one.
+    pub max_appends_per_key: u32,
+    /// Fraction of transactions that fail (never applied).
+    pub fail_ratio: f64,
+    /// Fraction of transactions that end `info` (applied or not, at random).
+    pub info_ratio: f64,
+}
+
+impl GenConfig {
+    /// The benchmark's shape: 1–5 micro-ops, all transactions ok.
+    pub fn new(seed: u64, txns: usize, keys: usize, processes: usize) -> GenConfig {
+        GenConfig {
+            seed,
+            txns,
+            keys: keys.max(1),
+            processes: processes.max(1),
+            max_mops: 5,
+            max_appends_per_key: 16,
+            fail_ratio: 0.0,
+            info_ratio: 0.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fate {
+    Ok,
+    Fail,
+    Info,
+}
+
+struct Pending {
+    process: u64,
+    mops: Vec<(bool, u64, u64)>, // (is_append, key, value)
+    fate: Fate,
+    applied: Option<Value>,
+}
+
+/// Runs the simulation, handing each op to `emit` in history order.
+pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> io::Result<()> {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let mut active: Vec<u64> = (0..cfg.keys as u64).collect();
+    let mut next_key = cfg.keys as u64;
+    let mut assigned: Vec<u32> = vec![0; cfg.keys];
+    // Every key's list, retired keys included: transactions in flight may still use them.
+    let mut lists: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
+    let mut slots: Vec<Option<Pending>> = (0..cfg.processes).map(|_| None).collect();
+    let mut process_ids: Vec<u64> = (0..cfg.processes as u64).collect();
+    let (mut invoked, mut open, mut time) = (0usize, 0usize, 0u64);
+    let limit = cfg.txns.saturating_mul(8).saturating_add(1_000_000);
+    for _ in 0..limit {
+        if invoked >= cfg.txns && open == 0 {
+            break;
+        }
+        time += 1_000;
+        let p = rng.gen_range(0..cfg.processes);
+        match &mut slots[p] {
+            None => {
+                if invoked >= cfg.txns {
+                    continue;
+                }
+                invoked += 1;
+                open += 1;
+                let n = rng.gen_range(1..=cfg.max_mops.max(1));
+                let mut mops = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let slot = rng.gen_range(0..cfg.keys);
+                    if rng.gen_bool(0.5) {
+                        if assigned[slot] >= cfg.max_appends_per_key {
+                            active[slot] = next_key;
+                            next_key += 1;
+                            assigned[slot] = 0;
+                        }
+                        assigned[slot] += 1;
+                        mops.push((true, active[slot], assigned[slot] as u64));
+                    } else {
+                        mops.push((false, active[slot], 0));
+                    }
+                }
+                let r: f64 = rng.gen();
+                let fate = if r < cfg.fail_ratio {
+                    Fate::Fail
+                } else if r < cfg.fail_ratio + cfg.info_ratio {
+                    Fate::Info
+                } else {
+                    Fate::Ok
+                };
+                let value = Value::Array(
+                    mops.iter()
+                        .map(|&(a, k, v)| {
+                            if a {
+                                json!(["append", k, v])
+                            } else {
+                                json!(["r", k, null])
+                            }
+                        })
+                        .collect(),
+                );
+                emit(
+                    Op::new(
+                        Process::Client(process_ids[p]),
+                        OpType::Invoke,
+                        "txn",
+                        value.clone(),
+                    )
+                    .at(time),
+                )?;
+                slots[p] = Some(Pending {
+                    process: process_ids[p],
+                    mops,
+                    fate,
+                    applied: None,
+                });
+            }
+            Some(pending) => {
+                if pending.applied.is_none()
+                    && pending.fate != Fate::Fail
+                    && (pending.fate == Fate::Ok || rng.gen_bool(0.5))
+                {
+                    // Apply atomically now: this is the transaction's linearization point.
+                    let mut out = Vec::with_capacity(pending.mops.len());
+                    for &(is_append, k, v) in &pending.mops {
+                        if is_append {
+                            lists.entry(k).or_default().push(v);
+                            out.push(json!(["append", k, v]));
+                        } else {
+                            let list = lists.get(&k).cloned().unwrap_or_default();
+                            out.push(json!(["r", k, list]));
+                        }
+                    }
+                    pending.applied = Some(Value::Array(out));
+                    if pending.fate == Fate::Ok {
+                        continue;
+                    }
+                }
+                let done = slots[p].take();
+                let Some(done) = done else { continue };
+                open -= 1;
+                let invoke_value = Value::Array(
+                    done.mops
+                        .iter()
+                        .map(|&(a, k, v)| {
+                            if a {
+                                json!(["append", k, v])
+                            } else {
+                                json!(["r", k, null])
+                            }
+                        })
+                        .collect(),
+                );
+                let (t, value) = match done.fate {
+                    Fate::Ok => (OpType::Ok, done.applied.unwrap_or(invoke_value)),
+                    Fate::Fail => (OpType::Fail, invoke_value),
+                    Fate::Info => {
+                        // A crashed client never invokes again: a fresh process replaces it.
+                        process_ids[p] += cfg.processes as u64;
+                        (OpType::Info, invoke_value)
+                    }
+                };
+                emit(Op::new(Process::Client(done.process), t, "txn", value).at(time))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A strict-serializable list-append history of `txns` transactions (1–5 micro-ops each)
+/// over `keys` active keys and `processes` processes, all completing `ok`.
+pub fn generate_list_append_history(
+    seed: u64,
+    txns: usize,
+    keys: usize,
+    processes: usize,
+) -> History {
+    generate(&GenConfig::new(seed, txns, keys, processes))
+}
+
+/// A history from a full [`GenConfig`] (e.g. with failed and indeterminate transactions).
+pub fn generate(cfg: &GenConfig) -> History {
+    let mut ops = Vec::new();
+    let _ = simulate(cfg, |op| {
+        ops.push(op);
+        Ok(())
+    });
+    // Generated ops are well-formed by construction; fall back to empty if not.
+    History::new(ops).unwrap_or_default()
+}
+
+/// Streams a generated history to `path` as JSON Lines without holding it in memory.
+pub fn write_list_append_history(path: &Path, cfg: &GenConfig) -> io::Result<()> {
+    let mut out = BufWriter::new(std::fs::File::create(path)?);
+    let mut index = 0u64;
+    simulate(cfg, |mut op| {
+        op.index = index;
+        index += 1;
+        write_op_line(&mut out, &op)
+    })?;
+    out.flush()
+}
+
+/// Peak resident set size of this process so far, in MiB (Linux), if known.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// One measured row of the table.
+#[derive(Debug, Clone)]
+pub struct BenchRow {
+    /// Transactions in the history.
+    pub txns: usize,
+    /// Client processes.
+    pub processes: usize,
+    /// Size of the JSON Lines file in MiB.
+    pub file_mib: f64,
+    /// Seconds to read and parse the file.
+    pub parse_s: f64,
+    /// Seconds to check at strict-serializable.
+    pub check_s: f64,
+    /// The verdict label.
+    pub verdict: String,
+}
+
+/// Generates, writes, parses and checks one history; the temp file is removed after.
+pub fn measure(txns: usize, processes: usize) -> Result<BenchRow, HistoryError> {
+    let path = std::env::temp_dir().join(format!(
+        "splitbrain-elle-bench-{txns}-{processes}-{}.jsonl",
+        std::process::id()
+    ));
+    let cfg = GenConfig::new(42, txns, 1000, processes);
+    write_list_append_history(&path, &cfg).map_err(|source| HistoryError::Io {
+        file: path.clone(),
+        source,
+    })?;
+    let file_mib = std::fs::metadata(&path)
+        .map(|m| m.len() as f64 / 1048576.0)
+        .unwrap_or(0.0);
+    let t0 = Instant::now();
+    let history = crate::history::read::read_path(&path);
+    let _ = std::fs::remove_file(&path);
+    let history = history?;
+    let parse_s = t0.elapsed().as_secs_f64();
+    let checker =
+        ElleChecker::new(ElleWorkload::ListAppend, ElleOptions::default()).map_err(|e| {
+            HistoryError::Structure {
+                index: 0,
+                reason: e.to_string(),
+            }
+        })?;
+    let t1 = Instant::now();
+    let result = checker.check(&history);
+    let check_s = t1.elapsed().as_secs_f64();
+    Ok(BenchRow {
+        txns,
+        processes,
+        file_mib,
+        parse_s,
+        check_s,
+        verdict: result.valid.label().to_string(),
+    })
+}
+
+/// Runs the benchmark (10k / 100k / 1M transactions at 30 processes, then 10 vs 100
+/// processes at 100k) and renders a table.
+pub fn run_table() -> String {
+    let mut out = String::from(
+        "elle list-append, strict-serializable (1-5 micro-ops, 1000 keys)\n\
+         txns       procs  file MiB  parse s  check s  total s  txns/s     verdict\n",
+    );
+    for (txns, procs) in [
+        (10_000, 30),
+        (100_000, 30),
+        (1_000_000, 30),
+        (100_000, 10),
+        (100_000, 100),
+    ] {
+        match measure(txns, procs) {
+            Ok(r) => {
+                let total = r.parse_s + r.check_s;
+                out.push_str(&format!(
+                    "{:<10} {:<6} {:<9.1} {:<8.2} {:<8.2} {:<8.2} {:<10.0} {}\n",
+                    r.txns,
+                    r.processes,
+                    r.file_mib,
+                    r.parse_s,
+                    r.check_s,
+                    total,
+                    r.txns as f64 / total.max(1e-9),
+                    r.verdict
+                ));
+            }
+            Err(e) => out.push_str(&format!("{txns:<10} {procs:<6} error: {e}\n")),
+        }
+    }
+    if let Some(rss) = peak_rss_mib() {
+        out.push_str(&format!("peak RSS of this process: {rss:.0} MiB\n"));
+    }
+    out
+}

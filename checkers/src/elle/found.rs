@@ -1,0 +1,81 @@
+//! Collected anomaly instances, bounded per type.
+
+use super::txn::Txns;
+use crate::history::History;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// How many instances of each anomaly type are kept (all are counted).
+pub(crate) const MAX_INSTANCES: usize = 8;
+
+/// One anomaly instance: the transactions involved and a plain-words account.
+pub(crate) struct Case {
+    pub txns: Vec<u32>,
+    pub explanation: String,
+    pub data: Value,
+}
+
+/// Anomalies found so far, by Elle name.
+#[derive(Default)]
+pub(crate) struct Found {
+    pub by_type: BTreeMap<String, (usize, Vec<Case>)>,
+}
+
+impl Found {
+    /// Records an instance; `make` is only called while under the per-type bound.
+    pub fn add(&mut self, name: &str, make: impl FnOnce() -> Case) {
+        let e = self
+            .by_type
+            .entry(name.to_string())
+            .or_insert((0, Vec::new()));
+        e.0 += 1;
+        if e.1.len() < MAX_INSTANCES {
+            e.1.push(make());
+        }
+    }
+
+    /// Marks a type as present without an instance (e.g. empty-transaction-graph).
+    pub fn flag(&mut self, name: &str, explanation: String) {
+        self.add(name, || Case {
+            txns: Vec::new(),
+            explanation,
+            data: Value::Null,
+        });
+    }
+}
+
+/// Names transactions by the history index of their completion (invoke if pending).
+pub(crate) struct Namer<'a> {
+    pub txns: &'a Txns,
+    pub history: &'a History,
+}
+
+impl Namer<'_> {
+    pub fn index(&self, t: u32) -> usize {
+        let tx = &self.txns.txns[t as usize];
+        if tx.complete_pos != usize::MAX {
+            tx.complete_pos
+        } else {
+            tx.invoke_pos
+        }
+    }
+
+    pub fn name(&self, t: u32) -> String {
+        format!("T{}", self.index(t))
+    }
+
+    /// The op (completion, or invoke if pending) as JSON.
+    pub fn op_json(&self, t: u32) -> Value {
+        self.history
+            .ops()
+            .get(self.index(t))
+            .and_then(|o| serde_json::to_value(o).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    pub fn op_ref(&self, t: u32) -> Value {
+        let tx = &self.txns.txns[t as usize];
+        json!({"index": self.index(t), "process": tx.process,
+               "type": match tx.outcome { crate::Outcome::Ok => "ok", crate::Outcome::Fail => "fail", _ => "info" }})
+    }
+}

@@ -1,0 +1,459 @@
+//! Hand-made minimal histories for every anomaly the Elle checker names.
+
+use serde_json::{json, Value};
+use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
+use splitbrain_checkers::history::{History, Op, OpType, Process};
+use splitbrain_checkers::{CheckResult, Checker, Validity};
+
+/// Builds histories op by op; invoke values are the completion values with reads nil.
+#[derive(Default)]
+struct H {
+    ops: Vec<Op>,
+}
+
+fn invoke_value(v: &Value) -> Value {
+    let mops = v.as_array().cloned().unwrap_or_default();
+    Value::Array(
+        mops.into_iter()
+            .map(|m| match m.as_array().map(Vec::as_slice) {
+                Some([f, k, _]) if f == "r" => json!(["r", k, null]),
+                _ => m,
+            })
+            .collect(),
+    )
+}
+
+impl H {
+    fn op(&mut self, p: u64, t: OpType, v: Value) -> &mut Self {
+        let time = self.ops.len() as u64 * 10;
+        self.ops
+            .push(Op::new(Process::Client(p), t, "txn", v).at(time));
+        self
+    }
+    fn invoke(&mut self, p: u64, v: Value) -> &mut Self {
+        let iv = invoke_value(&v);
+        self.op(p, OpType::Invoke, iv)
+    }
+    fn ok(&mut self, p: u64, v: Value) -> &mut Self {
+        self.op(p, OpType::Ok, v)
+    }
+    /// A transaction that runs alone: invoke, then ok.
+    fn txn(&mut self, p: u64, v: Value) -> &mut Self {
+        self.invoke(p, v.clone()).ok(p, v)
+    }
+    fn failed(&mut self, p: u64, v: Value) -> &mut Self {
+        self.invoke(p, v.clone()).op(p, OpType::Fail, v)
+    }
+    /// Transactions that all overlap in time (no real-time order between them).
+    fn concurrent(&mut self, txns: &[(u64, Value)]) -> &mut Self {
+        for (p, v) in txns {
+            self.invoke(*p, v.clone());
+        }
+        for (p, v) in txns {
+            self.ok(*p, v.clone());
+        }
+        self
+    }
+    fn history(&self) -> History {
+        History::new(self.ops.clone()).expect("well-formed test history")
+    }
+}
+
+fn check(workload: ElleWorkload, model: &str, h: &H) -> CheckResult {
+    let options = ElleOptions {
+        consistency_model: model.into(),
+        ..ElleOptions::default()
+    };
+    ElleChecker::new(workload, options)
+        .expect("known model")
+        .check(&h.history())
+}
+
+fn la(h: &H) -> CheckResult {
+    check(ElleWorkload::ListAppend, "strict-serializable", h)
+}
+
+fn assert_types(r: &CheckResult, expected: &[&str]) {
+    assert_eq!(
+        r.anomaly_types, expected,
+        "{}\n{:#}",
+        r.explanation, r.details
+    );
+    assert_eq!(r.valid, Validity::Invalid, "{}", r.explanation);
+}
+
+fn assert_has(r: &CheckResult, name: &str) {
+    assert!(
+        r.anomaly_types.iter().any(|t| t == name),
+        "expected {name} in {:?}: {}",
+        r.anomaly_types,
+        r.explanation
+    );
+    assert_eq!(r.valid, Validity::Invalid);
+}
+
+#[test]
+fn serial_history_is_valid() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1], ["r", "y", []]]))
+        .txn(1, json!([["r", "x", [1]], ["append", "y", 1]]))
+        .txn(
+            0,
+            json!([["append", "x", 2], ["r", "y", [1]], ["r", "x", [1, 2]]]),
+        );
+    let r = la(&h);
+    assert_eq!(
+        r.valid,
+        Validity::Valid,
+        "{} {:#}",
+        r.explanation,
+        r.details
+    );
+    assert!(r.anomaly_types.is_empty() && r.not.is_empty());
+}
+
+#[test]
+fn g0_write_cycle() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["append", "x", 1], ["append", "y", 1]])),
+        (1, json!([["append", "x", 2], ["append", "y", 2]])),
+    ])
+    .txn(2, json!([["r", "x", [1, 2]], ["r", "y", [2, 1]]]));
+    let r = la(&h);
+    assert_types(&r, &["G0"]);
+    assert_eq!(r.not, ["read-uncommitted"]);
+    assert_eq!(r.evidence.len(), 2);
+    let steps = &r.details["anomalies"]["G0"]["instances"][0]["steps"];
+    assert_eq!(steps.as_array().map(Vec::len), Some(2));
+    assert!(
+        r.explanation.contains("appended 2 to key x after"),
+        "{}",
+        r.explanation
+    );
+}
+
+#[test]
+fn g1c_circular_information_flow() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["append", "x", 1], ["r", "y", [1]]])),
+        (1, json!([["append", "y", 1], ["r", "x", [1]]])),
+    ]);
+    let r = la(&h);
+    assert_types(&r, &["G1c"]);
+    assert_eq!(r.not, ["read-committed"]);
+    assert!(r.also_not.contains(&"serializable".to_string()));
+}
+
+#[test]
+fn g_single_item_read_skew() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["append", "x", 1], ["append", "y", 1]])),
+        (1, json!([["r", "x", []], ["r", "y", [1]]])),
+    ]);
+    let r = la(&h);
+    assert_types(&r, &["G-single-item"]);
+    assert_eq!(r.not, ["consistent-view", "repeatable-read"]);
+    assert!(
+        r.explanation.contains("missing 1 appended by"),
+        "{}",
+        r.explanation
+    );
+    // Snapshot isolation forbids it too, read committed does not.
+    let si = check(ElleWorkload::ListAppend, "snapshot-isolation", &h);
+    assert_eq!(si.valid, Validity::Invalid);
+    let rc = check(ElleWorkload::ListAppend, "read-committed", &h);
+    assert_eq!(rc.valid, Validity::Valid, "{}", rc.explanation);
+    assert!(rc.anomaly_types.is_empty());
+}
+
+#[test]
+fn g_nonadjacent_item() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["r", "x", []], ["r", "c", [1]]])),
+        (1, json!([["append", "x", 1], ["append", "a", 1]])),
+        (2, json!([["r", "a", [1]], ["r", "b", []]])),
+        (3, json!([["append", "b", 1], ["append", "c", 1]])),
+    ]);
+    let r = la(&h);
+    assert_types(&r, &["G-nonadjacent-item"]);
+    let si = check(ElleWorkload::ListAppend, "snapshot-isolation", &h);
+    assert_eq!(si.valid, Validity::Invalid);
+}
+
+#[test]
+fn g2_item_write_skew() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (
+            0,
+            json!([["r", "x", []], ["r", "y", []], ["append", "x", 1]]),
+        ),
+        (
+            1,
+            json!([["r", "x", []], ["r", "y", []], ["append", "y", 1]]),
+        ),
+    ]);
+    let r = la(&h);
+    assert_types(&r, &["G2-item"]);
+    assert_eq!(r.not, ["repeatable-read"]);
+    assert!(!r.also_not.contains(&"snapshot-isolation".to_string()));
+    // Snapshot isolation allows write skew.
+    let si = check(ElleWorkload::ListAppend, "snapshot-isolation", &h);
+    assert_eq!(si.valid, Validity::Valid, "{}", si.explanation);
+}
+
+#[test]
+fn lost_update() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["r", "x", []], ["append", "x", 1]])),
+        (1, json!([["r", "x", []], ["append", "x", 2]])),
+    ])
+    .txn(2, json!([["r", "x", [1, 2]]]));
+    let r = la(&h);
+    assert_types(&r, &["G-single-item", "lost-update"]);
+    let si = check(ElleWorkload::ListAppend, "snapshot-isolation", &h);
+    assert_eq!(si.valid, Validity::Invalid);
+}
+
+#[test]
+fn g1a_aborted_read() {
+    let mut h = H::default();
+    h.failed(0, json!([["append", "x", 1]]))
+        .txn(1, json!([["r", "x", [1]]]))
+        .txn(1, json!([["r", "y", []]]));
+    let r = la(&h);
+    assert_types(&r, &["G1a"]);
+    assert_eq!(r.not, ["read-committed"]);
+    assert!(r.also_not.contains(&"read-atomic".to_string()));
+}
+
+#[test]
+fn g1b_intermediate_read() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1], ["append", "x", 2]]))
+        .txn(1, json!([["r", "x", [1]]]));
+    let r = la(&h);
+    assert_has(&r, "G1b");
+}
+
+#[test]
+fn dirty_update() {
+    let mut h = H::default();
+    h.failed(0, json!([["append", "x", 1]]))
+        .txn(1, json!([["append", "x", 2]]))
+        .txn(2, json!([["r", "x", [1, 2]]]));
+    let r = la(&h);
+    assert_has(&r, "dirty-update");
+    assert_has(&r, "G1a");
+}
+
+#[test]
+fn duplicate_elements() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1]]))
+        .txn(1, json!([["r", "x", [1, 1]]]));
+    let r = la(&h);
+    assert_has(&r, "duplicate-elements");
+}
+
+#[test]
+fn incompatible_order() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["append", "x", 1]])),
+        (1, json!([["append", "x", 2]])),
+    ])
+    .txn(2, json!([["r", "x", [1, 2]]]))
+    .txn(3, json!([["r", "x", [2, 1]]]));
+    let r = la(&h);
+    assert_has(&r, "incompatible-order");
+}
+
+#[test]
+fn internal_inconsistency() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1], ["r", "x", []]]))
+        .txn(1, json!([["r", "x", [1]]]));
+    let r = la(&h);
+    assert_has(&r, "internal");
+}
+
+#[test]
+fn future_read() {
+    let mut h = H::default();
+    h.txn(0, json!([["r", "x", [1]], ["append", "x", 1]]))
+        .txn(1, json!([["r", "x", [1]]]));
+    let r = la(&h);
+    assert_has(&r, "future-read");
+}
+
+#[test]
+fn stale_read_is_g_single_item_realtime_or_process() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1]]))
+        .txn(0, json!([["r", "x", []]]));
+    let r = la(&h);
+    assert_types(&r, &["G-single-item-realtime"]);
+    assert_eq!(r.not, ["strong-snapshot-isolation"]);
+    let ss = check(ElleWorkload::ListAppend, "strong-session-serializable", &h);
+    assert_types(&ss, &["G-single-item-process"]);
+    let ser = check(ElleWorkload::ListAppend, "serializable", &h);
+    assert_eq!(ser.valid, Validity::Valid, "{}", ser.explanation);
+}
+
+#[test]
+fn g0_and_g1c_realtime() {
+    let mut h = H::default();
+    h.txn(1, json!([["append", "x", 2]]))
+        .txn(0, json!([["append", "x", 1]]))
+        .txn(2, json!([["r", "x", [1, 2]]]));
+    assert_types(&la(&h), &["G0-realtime"]);
+    let mut h = H::default();
+    h.txn(1, json!([["r", "x", [1]]]))
+        .txn(0, json!([["append", "x", 1]]));
+    assert_has(&la(&h), "G1c-realtime");
+}
+
+#[test]
+fn g2_item_realtime() {
+    // Write skew where both reads are also stale in real time.
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["r", "x", []], ["append", "y", 1]])),
+        (1, json!([["r", "y", []], ["append", "x", 1]])),
+    ]);
+    assert_types(&la(&h), &["G2-item"]);
+}
+
+#[test]
+fn rw_register_anomalies() {
+    let rw = |h: &H| check(ElleWorkload::RwRegister, "strict-serializable", h);
+    let mut h = H::default();
+    h.txn(0, json!([["w", "x", 1], ["w", "y", 1]]))
+        .txn(1, json!([["r", "x", 1], ["r", "y", 1]]));
+    let r = rw(&h);
+    assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+
+    let mut h = H::default();
+    h.failed(0, json!([["w", "x", 1]]))
+        .txn(1, json!([["r", "x", 1]]))
+        .txn(1, json!([["r", "y", null]]));
+    assert_has(&rw(&h), "G1a");
+
+    let mut h = H::default();
+    h.txn(0, json!([["w", "x", 1], ["w", "x", 2]]))
+        .txn(1, json!([["r", "x", 1]]));
+    assert_has(&rw(&h), "G1b");
+
+    let mut h = H::default();
+    h.txn(0, json!([["w", "x", 1], ["r", "x", 2]]))
+        .txn(1, json!([["w", "x", 2]]));
+    assert_has(&rw(&h), "internal");
+
+    // Read skew: T1 sees y's new value but x's initial nil.
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["w", "x", 1], ["w", "y", 1]])),
+        (1, json!([["r", "x", null], ["r", "y", 1]])),
+    ]);
+    assert_types(&rw(&h), &["G-single-item"]);
+
+    let mut h = H::default();
+    h.concurrent(&[
+        (
+            0,
+            json!([["r", "x", null], ["r", "y", null], ["w", "x", 1]]),
+        ),
+        (
+            1,
+            json!([["r", "x", null], ["r", "y", null], ["w", "y", 1]]),
+        ),
+    ]);
+    assert_types(&rw(&h), &["G2-item"]);
+
+    let mut h = H::default();
+    h.concurrent(&[
+        (0, json!([["r", "x", null], ["w", "x", 1]])),
+        (1, json!([["r", "x", null], ["w", "x", 2]])),
+    ]);
+    assert_has(&rw(&h), "lost-update");
+
+    // Writes-follow-reads orders 1 < 2 and 2 < 1: cyclic versions.
+    let mut h = H::default();
+    h.concurrent(&[
+        (2, json!([["r", "x", 2], ["w", "x", 1]])),
+        (3, json!([["r", "x", 1], ["w", "x", 2]])),
+    ]);
+    let options = ElleOptions {
+        wfr_keys: true,
+        ..ElleOptions::default()
+    };
+    let r = ElleChecker::new(ElleWorkload::RwRegister, options)
+        .expect("model")
+        .check(&h.history());
+    assert!(
+        r.anomaly_types.iter().any(|t| t == "cyclic-versions"),
+        "{:?} {}",
+        r.anomaly_types,
+        r.explanation
+    );
+}
+
+#[test]
+fn unknown_model_and_wrong_workload() {
+    let e = ElleChecker::new(
+        ElleWorkload::ListAppend,
+        ElleOptions {
+            consistency_model: "bogus".into(),
+            ..ElleOptions::default()
+        },
+    )
+    .expect_err("bogus model");
+    assert!(e.to_string().contains("strict-serializable"), "{e}");
+    let mut h = H::default();
+    h.txn(0, json!([["w", "x", 1]]))
+        .txn(0, json!([["r", "x", 1]]));
+    assert_eq!(la(&h).valid, Validity::Unknown);
+    // No dependencies at all: Elle's empty-transaction-graph, unknown.
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1]]));
+    let r = check(ElleWorkload::ListAppend, "serializable", &h);
+    assert_eq!(r.valid, Validity::Unknown);
+    assert_eq!(r.anomaly_types, ["empty-transaction-graph"]);
+}
+
+#[test]
+fn cycle_search_timeout_reports_a_fallback_cycle() {
+    let mut h = H::default();
+    h.concurrent(&[
+        (
+            0,
+            json!([["r", "x", []], ["r", "y", []], ["append", "x", 1]]),
+        ),
+        (
+            1,
+            json!([["r", "x", []], ["r", "y", []], ["append", "y", 1]]),
+        ),
+    ]);
+    let options = |model: &str| ElleOptions {
+        consistency_model: model.into(),
+        cycle_search_timeout: std::time::Duration::ZERO,
+        ..ElleOptions::default()
+    };
+    let r = ElleChecker::new(ElleWorkload::ListAppend, options("serializable"))
+        .expect("model")
+        .check(&h.history());
+    assert_eq!(r.anomaly_types, ["G2-item", "cycle-search-timeout"]);
+    assert_eq!(r.valid, Validity::Invalid);
+    // Snapshot isolation allows the fallback cycle's class, so the verdict is unknown.
+    let r = ElleChecker::new(ElleWorkload::ListAppend, options("snapshot-isolation"))
+        .expect("model")
+        .check(&h.history());
+    assert_eq!(r.anomaly_types, ["cycle-search-timeout"]);
+    assert_eq!(r.valid, Validity::Unknown);
+}
