@@ -1,1 +1,249 @@
-//! Linearizability checking (in progress).
+//! Linearizability checking: is there an order of the ops, consistent with real time, in
+//! which a sequential model explains every result?
+//!
+//! ```no_run
+//! use splitbrain_checkers::linearizability::{LinearizabilityChecker, LinearizabilityOptions, FailedCas};
+//! use splitbrain_checkers::{Checker, history::read::read_path};
+//! let history = read_path(std::path::Path::new("etcd_002.log"))?;
+//! let options = LinearizabilityOptions { failed_cas: FailedCas::Observed, ..Default::default() };
+//! let checker = LinearizabilityChecker::new("cas-register", options).expect("known model");
+//! let result = checker.check(&history);
+//! println!("{}: {}", result.valid.label(), result.explanation);
+//! # Ok::<(), splitbrain_checkers::history::HistoryError>(())
+//! ```
+//!
+//! # Semantics
+//!
+//! - An `ok` op took effect exactly once between its invoke and its completion.
+//! - A `fail` op never took effect and is dropped, except a failed `cas` under
+//!   [`FailedCas::Observed`]: an observation that the register held a value other than the
+//!   expected one at some point within the op's interval.
+//! - An `info` or never-completed op may take effect at any point after its invoke, or
+//!   never; its result is unknown, so a read with an unknown outcome constrains nothing.
+//! - Op A precedes op B iff A completed before B was invoked, by history position.
+//!
+//! Keyed histories are split by key (each key is an independent object, so the history is
+//! linearizable iff each key's sub-history is), and the parts are checked in parallel; the
+//! first invalid part cancels the rest.
+//!
+//! # Writing a model
+//!
+//! A model is an initial state, a translation of history ops, and a step function:
+//!
+//! ```
+//! use splitbrain_checkers::linearizability::{check_model, Completion, LinearizabilityOptions, Model};
+//! use splitbrain_checkers::history::{History, Op, OpPair, OpType, Process};
+//! use serde_json::json;
+//!
+//! /// A flag that can be set once and read.
+//! struct Flag;
+//! #[derive(Clone, PartialEq, Eq, Hash, Debug)]
+//! enum FlagOp { Set, Read(bool) }
+//!
+//! impl Model for Flag {
+//!     type State = bool;
+//!     type Op = FlagOp;
+//!     fn init(&self) -> bool { false }
+//!     fn op(&self, pair: &OpPair, c: Completion) -> Result<Option<FlagOp>, String> {
+//!         match (pair.f.as_str(), c) {
+//!             (_, Completion::Failed) => Ok(None),              // never happened
+//!             ("set", _) => Ok(Some(FlagOp::Set)),
+//!             ("read", Completion::Ok) => Ok(Some(FlagOp::Read(pair.value == json!(true)))),
+//!             ("read", _) => Ok(None),                          // unknown result
+//!             (f, _) => Err(format!("no op {f}")),
+//!         }
+//!     }
+//!     fn step(&self, s: &bool, op: &FlagOp) -> Option<bool> {
+//!         match op {
+//!             FlagOp::Set => Some(true),
+//!             FlagOp::Read(v) => (v == s).then_some(*s),
+//!         }
+//!     }
+//! }
+//!
+//! let c = |p, t, f: &str, v| Op::new(Process::Client(p), t, f, v);
+//! let history = History::new(vec![
+//!     c(0, OpType::Invoke, "set", json!(null)),
+//!     c(0, OpType::Ok, "set", json!(null)),
+//!     c(1, OpType::Invoke, "read", json!(null)),
+//!     c(1, OpType::Ok, "read", json!(false)), // stale: the set had completed
+//! ]).unwrap();
+//! let result = check_model(&Flag, &history, &LinearizabilityOptions::default());
+//! assert_eq!(result.valid, splitbrain_checkers::Validity::Invalid);
+//! ```
+
+pub mod bench;
+mod explain;
+mod fxhash;
+mod generate;
+mod model;
+pub mod models;
+mod prepare;
+mod run;
+mod search;
+
+pub use generate::generate_keyed_cas_history;
+pub use model::{run_sequential, Completion, Model, Val};
+pub use run::check_model;
+
+use crate::history::History;
+use crate::verdict::{CheckBounds, CheckResult, Checker};
+use models::{
+    CounterModel, KvModel, ListAppendModel, MultiRegisterModel, MutexModel, QueueModel,
+    RegisterModel, SetModel,
+};
+
+/// What a `fail` completion of a `cas` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailedCas {
+    /// Jepsen's reading: a failed cas never took effect, and is dropped.
+    #[default]
+    Jepsen,
+    /// The compare failed: at its linearization point (within its interval) the register
+    /// held a value other than the expected one. Behind Porcupine's etcd verdicts.
+    Observed,
+}
+
+/// Options of the linearizability checker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinearizabilityOptions {
+    /// Check each key as an independent object (default). `false` checks a keyed history
+    /// as one object (a map of per-key states).
+    pub split_by_key: bool,
+    /// What a failed cas means.
+    pub failed_cas: FailedCas,
+    /// Time and memory bounds; hitting one gives `unknown`.
+    pub bounds: CheckBounds,
+}
+
+impl Default for LinearizabilityOptions {
+    fn default() -> Self {
+        LinearizabilityOptions {
+            split_by_key: true,
+            failed_cas: FailedCas::Jepsen,
+            bounds: CheckBounds::default(),
+        }
+    }
+}
+
+/// The model name given to [`LinearizabilityChecker::new`] is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown linearizability model `{0}`; known models: {known}", known = model_names())]
+pub struct UnknownModel(pub String);
+
+fn model_names() -> String {
+    models()
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const MODELS: &[(&str, &str)] = &[
+    ("register", "read/write register, initially null"),
+    (
+        "cas-register",
+        "read/write/compare-and-set register, initially null",
+    ),
+    ("kv", "get/put/append on a string per key, initially \"\""),
+    (
+        "list-append",
+        "append x / read the whole list, per key, initially []",
+    ),
+    (
+        "multi-register",
+        "txn of [\"r\"|\"w\", key, value] micro-ops over a map of registers",
+    ),
+    (
+        "set",
+        "add x / read all elements (order-insensitive), initially empty",
+    ),
+    (
+        "queue",
+        "FIFO enqueue x / dequeue (null when empty), initially empty",
+    ),
+    ("counter", "add n / read, initially 0"),
+    ("mutex", "acquire / release, initially free"),
+];
+
+/// The built-in models: (name, one-line description).
+pub fn models() -> &'static [(&'static str, &'static str)] {
+    MODELS
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModelKind {
+    Register,
+    CasRegister,
+    Kv,
+    ListAppend,
+    MultiRegister,
+    Set,
+    Queue,
+    Counter,
+    Mutex,
+}
+
+/// The linearizability checker over one of the built-in [`models`].
+#[derive(Debug, Clone)]
+pub struct LinearizabilityChecker {
+    model: ModelKind,
+    options: LinearizabilityOptions,
+}
+
+impl LinearizabilityChecker {
+    /// A checker for the named model (see [`models`]).
+    pub fn new(model: &str, options: LinearizabilityOptions) -> Result<Self, UnknownModel> {
+        let kind = match model {
+            "register" => ModelKind::Register,
+            "cas-register" => ModelKind::CasRegister,
+            "kv" => ModelKind::Kv,
+            "list-append" => ModelKind::ListAppend,
+            "multi-register" => ModelKind::MultiRegister,
+            "set" => ModelKind::Set,
+            "queue" => ModelKind::Queue,
+            "counter" => ModelKind::Counter,
+            "mutex" => ModelKind::Mutex,
+            other => return Err(UnknownModel(other.to_string())),
+        };
+        Ok(LinearizabilityChecker {
+            model: kind,
+            options,
+        })
+    }
+}
+
+impl Checker for LinearizabilityChecker {
+    fn name(&self) -> String {
+        "linearizable".into()
+    }
+
+    fn check(&self, history: &History) -> CheckResult {
+        let o = &self.options;
+        match self.model {
+            ModelKind::Register => check_model(
+                &RegisterModel {
+                    cas: false,
+                    failed_cas: o.failed_cas,
+                },
+                history,
+                o,
+            ),
+            ModelKind::CasRegister => check_model(
+                &RegisterModel {
+                    cas: true,
+                    failed_cas: o.failed_cas,
+                },
+                history,
+                o,
+            ),
+            ModelKind::Kv => check_model(&KvModel, history, o),
+            ModelKind::ListAppend => check_model(&ListAppendModel, history, o),
+            ModelKind::MultiRegister => check_model(&MultiRegisterModel, history, o),
+            ModelKind::Set => check_model(&SetModel, history, o),
+            ModelKind::Queue => check_model(&QueueModel, history, o),
+            ModelKind::Counter => check_model(&CounterModel, history, o),
+            ModelKind::Mutex => check_model(&MutexModel, history, o),
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Counterexamples: turning a failed or stopped search into words, evidence and details.
+
+use super::model::Model;
+use super::search::{Part, Progress, Stop};
+use crate::history::{History, OpPair, Outcome};
+use crate::verdict::{CheckBounds, CheckResult, Validity};
+use serde_json::{json, Value};
+
+/// At most this many ops go into evidence and into the prefix listed in details.
+const MAX_LISTED: usize = 50;
+
+fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Ok => "ok",
+        Outcome::Fail => "fail",
+        Outcome::Info => "info",
+        Outcome::Pending => "pending",
+    }
+}
+
+/// An op as a JSON object for evidence.
+pub(crate) fn op_json(p: &OpPair) -> Value {
+    json!({
+        "index": p.invoke_pos,
+        "complete_index": p.complete_pos,
+        "time": p.invoke_time,
+        "complete_time": p.complete_time,
+        "process": p.process,
+        "f": p.f,
+        "key": p.key,
+        "invoke_value": p.invoke_value,
+        "value": p.value,
+        "outcome": outcome_name(p.outcome),
+    })
+}
+
+struct Clock {
+    times: bool,
+}
+
+impl Clock {
+    fn new(history: &History) -> Clock {
+        Clock {
+            times: history.ops().iter().any(|o| o.time != 0),
+        }
+    }
+    fn point(&self, time: Option<u64>, pos: Option<usize>) -> String {
+        match (self.times, time, pos) {
+            // Milliseconds when that is exact, else microseconds, so close ops stay apart.
+            (true, Some(t), _) if t % 1_000_000 == 0 => format!("{:.3} s", t as f64 / 1e9),
+            (true, Some(t), _) => format!("{:.6} s", t as f64 / 1e9),
+            (false, _, Some(p)) => format!("index {p}"),
+            _ => "never".into(),
+        }
+    }
+    fn invoked(&self, p: &OpPair) -> String {
+        self.point(Some(p.invoke_time), Some(p.invoke_pos))
+    }
+    fn completed(&self, p: &OpPair) -> String {
+        self.point(p.complete_time, p.complete_pos)
+    }
+}
+
+/// "read of k3 returned 4", "write 7", "cas [1,2] (info)".
+fn describe(p: &OpPair) -> String {
+    let key = p
+        .key_string()
+        .map(|k| format!(" of {k}"))
+        .unwrap_or_default();
+    let reads = matches!(p.f.as_str(), "read" | "get" | "r" | "dequeue");
+    let mut s = if reads && p.outcome == Outcome::Ok {
+        format!("{}{key} returned {}", p.f, p.value)
+    } else if p.invoke_value.is_null() {
+        format!("{}{key}", p.f)
+    } else {
+        format!("{} {}{key}", p.f, p.invoke_value)
+    };
+    if p.outcome != Outcome::Ok {
+        s.push_str(&format!(" ({})", outcome_name(p.outcome)));
+    }
+    s
+}
+
+/// Builds the invalid result for a part whose search found no linearization.
+pub(crate) fn explain_invalid<M: Model>(
+    model: &M,
+    history: &History,
+    part: &Part<M::Op>,
+    prog: &Progress<M::State>,
+    parts: usize,
+) -> CheckResult {
+    let pairs = history.pairs();
+    let clock = Clock::new(history);
+    let mut in_prefix = vec![false; part.ops.len()];
+    for &i in &prog.best_prefix {
+        in_prefix[i as usize] = true;
+    }
+    // The op whose return entry stopped the search: the earliest-completing required op
+    // left out of the longest prefix.
+    let stuck = (0..part.ops.len())
+        .filter(|&i| part.ops[i].required && !in_prefix[i])
+        .min_by_key(|&i| part.ops[i].end);
+    let Some(stuck) = stuck else {
+        return CheckResult::new("linearizable", Validity::Invalid, "not linearizable");
+    };
+    let stuck_op = &part.ops[stuck];
+    let sp = &pairs[stuck_op.pair];
+
+    // Replay the prefix to find the op that last changed the state.
+    let mut state = model.init();
+    let mut setter: Option<usize> = None;
+    for &i in &prog.best_prefix {
+        let po = &part.ops[i as usize];
+        if let Some(next) = model.step(&state, &part.values[po.op as usize]) {
+            if next != state {
+                setter = Some(i as usize);
+            }
+            state = next;
+        }
+    }
+    // Ops that, applied to the final state, would let the stuck op take effect.
+    let stuck_value = &part.values[stuck_op.op as usize];
+    let enablers: Vec<usize> = (0..part.ops.len())
+        .filter(|&i| i != stuck)
+        .filter(|&i| {
+            model
+                .step(&prog.best_state, &part.values[part.ops[i].op as usize])
+                .and_then(|s| model.step(&s, stuck_value))
+                .is_some()
+        })
+        .collect();
+
+    let key_text = part
+        .key
+        .as_ref()
+        .map(|k| format!("key {k}: "))
+        .unwrap_or_default();
+    let state_json = model.state_json(&prog.best_state);
+    let mut text = format!(
+        "{key_text}not linearizable. {} (process {}, invoked at {}, completed at {}) cannot take \
+         effect: no order of the ops consistent with real time explains it. The longest \
+         linearizable prefix found has {} ops and leaves the state at {}",
+        describe(sp),
+        sp.process,
+        clock.invoked(sp),
+        clock.completed(sp),
+        prog.best_prefix.len(),
+        state_json,
+    );
+    if let Some(s) = setter {
+        let w = &pairs[part.ops[s].pair];
+        text.push_str(&format!(
+            ", set by {} (process {}), which completed at {}",
+            describe(w),
+            w.process,
+            clock.completed(w)
+        ));
+    }
+    text.push('.');
+    if enablers.is_empty() {
+        text.push_str(
+            " No op of this object could have produced a state in which it takes effect.",
+        );
+    } else {
+        let listed: Vec<String> = enablers
+            .iter()
+            .take(3)
+            .map(|&i| {
+                let e = &pairs[part.ops[i].pair];
+                let why = match setter.map(|s| &pairs[part.ops[s].pair]) {
+                    Some(w) if e.precedes(w) => format!(
+                        "was overwritten by {}, which completed at {}",
+                        describe(w),
+                        clock.completed(w)
+                    ),
+                    _ if sp.precedes(e) => format!(
+                        "was invoked only at {}, after it completed",
+                        clock.invoked(e)
+                    ),
+                    _ => "cannot be ordered to fit with the other ops".into(),
+                };
+                format!(
+                    "{} (process {}, completed at {}) {why}",
+                    describe(e),
+                    e.process,
+                    clock.completed(e)
+                )
+            })
+            .collect();
+        text.push_str(&format!(
+            " The op{} that could explain it: {}.",
+            if enablers.len() == 1 { "" } else { "s" },
+            listed.join("; ")
+        ));
+    }
+
+    // Evidence: the stuck op, the ops concurrent with it, the last setter and the enablers.
+    let mut chosen: Vec<usize> = vec![stuck];
+    chosen.extend(setter);
+    chosen.extend(enablers.iter().take(5));
+    chosen.extend((0..part.ops.len()).filter(|&i| {
+        let o = &part.ops[i];
+        o.invoke < stuck_op.end && o.end > stuck_op.invoke && i != stuck
+    }));
+    chosen.truncate(MAX_LISTED);
+    chosen.sort_by_key(|&i| part.ops[i].invoke);
+    chosen.dedup();
+    let evidence: Vec<Value> = chosen
+        .iter()
+        .map(|&i| op_json(&pairs[part.ops[i].pair]))
+        .collect();
+    let prefix: Vec<usize> = prog
+        .best_prefix
+        .iter()
+        .map(|&i| pairs[part.ops[i as usize].pair].invoke_pos)
+        .collect();
+    let tail = prefix.len().saturating_sub(MAX_LISTED);
+
+    let mut r = CheckResult::new("linearizable", Validity::Invalid, text);
+    r.evidence = evidence;
+    r.details = json!({
+        "key": part.key,
+        "stuck_op": op_json(sp),
+        "longest_prefix_len": prefix.len(),
+        "longest_prefix": &prefix[tail..],
+        "longest_prefix_truncated": tail > 0,
+        "state": state_json,
+        "memo_entries": prog.memo_entries,
+        "parts": parts,
+    });
+    r
+}
+
+/// A part a bound stopped, with why and how far it got.
+pub(crate) type StoppedPart<'a, M> = (
+    &'a Part<<M as Model>::Op>,
+    Stop,
+    &'a Progress<<M as Model>::State>,
+);
+
+/// Builds the unknown result when bounds stopped one or more parts.
+pub(crate) fn explain_stopped<M: Model>(
+    model: &M,
+    history: &History,
+    stopped: &[StoppedPart<'_, M>],
+    parts: usize,
+    bounds: &CheckBounds,
+) -> CheckResult {
+    let pairs = history.pairs();
+    let describe_part = |(part, stop, prog): &StoppedPart<'_, M>| {
+        let bound = match stop {
+            Stop::Time => match bounds.time_limit {
+                Some(t) => format!("the time limit ({:.1} s)", t.as_secs_f64()),
+                None => "the time limit".into(),
+            },
+            Stop::Memory => format!("the memory bound ({} MB of memo)", prog.memo_bytes >> 20),
+            Stop::Cancelled => "cancellation".into(),
+        };
+        format!(
+            "{} stopped at {bound} after linearizing {} of {} ops that surely took effect \
+             ({} memo entries)",
+            part.key
+                .as_ref()
+                .map(|k| format!("key {k}"))
+                .unwrap_or("the history".into()),
+            prog.best_required,
+            prog.total_required,
+            prog.memo_entries
+        )
+    };
+    let lines: Vec<String> = stopped.iter().take(5).map(describe_part).collect();
+    let text = format!(
+        "unknown: {} of {parts} part{} could not be decided: {}{}",
+        stopped.len(),
+        if parts == 1 { "" } else { "s" },
+        lines.join("; "),
+        if stopped.len() > 5 { "; ..." } else { "" }
+    );
+    let mut r = CheckResult::new("linearizable", Validity::Unknown, text);
+    let (part, _, prog) = &stopped[0];
+    let prefix: Vec<usize> = prog
+        .best_prefix
+        .iter()
+        .map(|&i| pairs[part.ops[i as usize].pair].invoke_pos)
+        .collect();
+    let tail = prefix.len().saturating_sub(MAX_LISTED);
+    r.details = json!({
+        "key": part.key,
+        "stopped_keys": stopped.iter().map(|(p, _, _)| p.key.clone()).take(MAX_LISTED).collect::<Vec<_>>(),
+        "longest_prefix_len": prefix.len(),
+        "longest_prefix": &prefix[tail..],
+        "state": model.state_json(&prog.best_state),
+        "memo_entries": prog.memo_entries,
+        "memo_bytes": prog.memo_bytes,
+    });
+    r
+}
