@@ -1,1 +1,27 @@
-fn main() {}
+//! The `splitbrain` command line: `test`, `check`, `list`, `bench`.
+//!
+//! Exit codes (DESIGN.md): 0 valid, 1 invalid, 2 usage error, 3 unknown, 4 the harness or
+//! the system under test could not run.
+
+mod cli;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli::try_main(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("splitbrain: error: {e:#}");
+            ExitCode::from(cli::exit_code_for(&e))
+        }
+    }
+}

@@ -63,7 +63,7 @@ impl Nemesis {
         }
         step("restart", &killed, errs, &mut errors);
         let clock_nodes: Vec<usize> = clocks.iter().copied().collect();
-        let errs = set_offsets(cluster, &clock_nodes, 0).await;
+        let errs = reset_clocks(cluster, &clock_nodes).await;
         step("stop-clock", &clocks, errs, &mut errors);
         recorder.record("heal", with_error(json!({"healed": true}), &errors));
         recorder.set_active("");
@@ -75,6 +75,32 @@ impl Nemesis {
                 errors.join("; ")
             )))
         }
+    }
+}
+
+/// How long healing keeps retrying a clock reset: a node just restarted by the same heal
+/// may take a moment before its admin endpoint answers.
+const CLOCK_RESET_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Resets the clocks of `nodes` to offset 0, retrying each failed node until
+/// [`CLOCK_RESET_BOUND`]; returns one message per node still failing.
+async fn reset_clocks<C: ClusterControl>(cluster: &C, nodes: &[usize]) -> Vec<String> {
+    let start = std::time::Instant::now();
+    let mut pending: Vec<usize> = nodes.to_vec();
+    loop {
+        let mut still = Vec::new();
+        let mut errors = Vec::new();
+        for &i in &pending {
+            if let Err(e) = cluster.set_clock_offset(i, 0).await {
+                still.push(i);
+                errors.push(format!("clock {}: {e}", crate::node_name(i)));
+            }
+        }
+        if still.is_empty() || start.elapsed() >= CLOCK_RESET_BOUND {
+            return errors;
+        }
+        pending = still;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 

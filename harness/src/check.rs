@@ -1,0 +1,155 @@
+//! Choosing checkers and running them: for `splitbrain test` (from the workload) and for
+//! `splitbrain check` (from flags, test.json, or the history's shape).
+
+use anyhow::{bail, Context};
+use splitbrain_checkers::bank::{BankChecker, BankOptions};
+use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
+use splitbrain_checkers::linearizability::{
+    FailedCas, LinearizabilityChecker, LinearizabilityOptions,
+};
+use splitbrain_checkers::{CheckBounds, CheckResult, Checker, History};
+use splitbrain_reports::RunSummary;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Options that shape how histories are checked.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOptions {
+    /// Linearizability model override (`--model`).
+    pub model: Option<String>,
+    /// Required consistency model for transactional checks.
+    pub consistency_model: Option<String>,
+    /// Treat a failed cas as an observation (`--failed-cas observed`).
+    pub failed_cas_observed: bool,
+    /// Check keyed histories as one object (`--no-split`).
+    pub no_split: bool,
+    /// Time bound of the check.
+    pub time_limit: Option<Duration>,
+    /// Memory bound of the check, in bytes.
+    pub max_memory: Option<u64>,
+}
+
+impl CheckOptions {
+    fn bounds(&self) -> CheckBounds {
+        CheckBounds {
+            time_limit: self.time_limit,
+            max_memory: self.max_memory,
+        }
+    }
+
+    /// A linearizability checker for `default_model`, unless `--model` overrides it.
+    pub fn linearizability(&self, default_model: &str) -> anyhow::Result<Box<dyn Checker>> {
+        let model = self.model.as_deref().unwrap_or(default_model);
+        let opts = LinearizabilityOptions {
+            split_by_key: !self.no_split,
+            failed_cas: if self.failed_cas_observed {
+                FailedCas::Observed
+            } else {
+                FailedCas::Jepsen
+            },
+            bounds: self.bounds(),
+        };
+        Ok(Box::new(LinearizabilityChecker::new(model, opts)?))
+    }
+
+    /// An Elle checker for a transactional workload.
+    pub fn elle(&self, workload: ElleWorkload) -> anyhow::Result<Box<dyn Checker>> {
+        let mut opts = ElleOptions {
+            bounds: self.bounds(),
+            ..ElleOptions::default()
+        };
+        if let Some(m) = &self.consistency_model {
+            opts.consistency_model = m.clone();
+        }
+        Ok(Box::new(ElleChecker::new(workload, opts)?))
+    }
+
+    /// The checkers for a named check workload: a harness workload, or `list-append`,
+    /// `rw-register`, `bank`.
+    pub fn for_workload(&self, name: &str) -> anyhow::Result<Vec<Box<dyn Checker>>> {
+        match name {
+            "list-append" => Ok(vec![self.elle(ElleWorkload::ListAppend)?]),
+            "rw-register" => Ok(vec![self.elle(ElleWorkload::RwRegister)?]),
+            "bank" => Ok(vec![Box::new(BankChecker::new(BankOptions {
+                total: None,
+                negative_allowed: false,
+            }))]),
+            other => match crate::workload::by_name(other) {
+                Some(w) => w.checkers(self),
+                None => bail!("unknown workload {other:?}; `splitbrain list` shows the workloads"),
+            },
+        }
+    }
+}
+
+/// Runs every checker on the history (in order; each checker parallelizes inside).
+pub fn run_checkers(history: &History, checkers: &[Box<dyn Checker>]) -> Vec<CheckResult> {
+    checkers.iter().map(|c| c.check(history)).collect()
+}
+
+/// Guesses which checker fits a history from the shape of its ops.
+pub fn infer_workload(history: &History) -> &'static str {
+    let has = |f: &str| history.pairs().iter().any(|p| p.f == f);
+    if has("txn") {
+        let appends = history.pairs().iter().any(|p| {
+            p.invoke_value
+                .as_array()
+                .is_some_and(|mops| mops.iter().any(|m| m[0] == "append"))
+        });
+        return if appends {
+            "list-append"
+        } else {
+            "rw-register"
+        };
+    }
+    if has("transfer") {
+        return "bank";
+    }
+    if has("get") || has("put") {
+        return "model:kv";
+    }
+    if has("append") {
+        return "model:list-append";
+    }
+    if has("cas") {
+        return "model:cas-register";
+    }
+    "model:register"
+}
+
+/// Where a `check` PATH's history is, and the workload its test.json names, if any.
+pub fn locate_history(path: &Path) -> anyhow::Result<(PathBuf, Option<String>)> {
+    if path.is_dir() {
+        let history = path.join("history.jsonl");
+        let workload = std::fs::read(path.join("test.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["workload"].as_str().map(str::to_string));
+        anyhow::ensure!(
+            history.is_file(),
+            "{} is a directory without history.jsonl",
+            path.display()
+        );
+        Ok((history, workload))
+    } else {
+        Ok((path.to_path_buf(), None))
+    }
+}
+
+/// Writes results.json, report.html and junit.xml into `dir`.
+pub fn write_outputs(dir: &Path, summary: &RunSummary, history: &History) -> anyhow::Result<()> {
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_vec_pretty(summary)?,
+    )
+    .with_context(|| format!("writing {}", dir.join("results.json").display()))?;
+    std::fs::write(
+        dir.join("report.html"),
+        splitbrain_reports::render_html(summary, history),
+    )?;
+    std::fs::write(
+        dir.join("junit.xml"),
+        splitbrain_reports::junit_xml(summary),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! Cluster control: start N node processes of a target, wait for readiness, kill, restart,
+//! pause, resume, and always tear down.
+//!
+//! Every node gets its own ports, data directory and log file under the run directory.
+//! Children are started with `PR_SET_PDEATHSIG = SIGKILL`, so even if the harness itself is
+//! killed they do not outlive it; [`Cluster::teardown`] and `Drop` kill them explicitly.
+
+use splitbrain_nemesis::{ClusterControl, NemesisError};
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::target::Target;
+
+/// Errors from starting or controlling the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The node binary could not be started.
+    #[error("could not start node {node} ({binary}): {source}")]
+    Spawn {
+        /// Node name.
+        node: String,
+        /// Binary path.
+        binary: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A node did not become ready within the bound.
+    #[error("node {node} was not ready after {waited:?}; see its log {log}")]
+    NotReady {
+        /// Node name.
+        node: String,
+        /// How long we waited.
+        waited: Duration,
+        /// The node's log file.
+        log: String,
+    },
+    /// A node exited during start-up.
+    #[error("node {node} exited during start-up ({status}); last log lines:\n{tail}")]
+    Exited {
+        /// Node name.
+        node: String,
+        /// Exit status.
+        status: String,
+        /// The end of its log.
+        tail: String,
+    },
+    /// File system or port allocation failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The static layout of one node: its name, addresses and paths.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NodeLayout {
+    /// `n1`..`nN`.
+    pub name: String,
+    /// Where clients reach the node.
+    pub client_addr: SocketAddr,
+    /// Where peers reach the node (behind the proxy mesh).
+    pub peer_addr: SocketAddr,
+    /// The node's data directory.
+    pub data_dir: PathBuf,
+    /// The node's log file (stdout and stderr).
+    pub log_file: PathBuf,
+}
+
+/// Free loopback ports, held open (bound) until [`PortReservation::release`], so nothing
+/// else started meanwhile in this process (e.g. the proxy mesh) can be handed the same
+/// port by the kernel.
+pub struct PortReservation {
+    listeners: Vec<TcpListener>,
+    ports: Vec<u16>,
+}
+
+impl PortReservation {
+    /// Reserves `n` distinct free loopback ports.
+    pub fn new(n: usize) -> std::io::Result<PortReservation> {
+        let listeners: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<_, _>>()?;
+        let ports = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<Result<_, _>>()?;
+        Ok(PortReservation { listeners, ports })
+    }
+
+    /// The reserved ports.
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    /// Frees the ports for the node processes to bind.
+    pub fn release(self) {
+        drop(self.listeners);
+    }
+}
+
+struct NodeProcess {
+    layout: NodeLayout,
+    args: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+    starts: u32,
+}
+
+/// A running cluster of node processes.
+pub struct Cluster {
+    binary: PathBuf,
+    nodes: Vec<Mutex<NodeProcess>>,
+    target: Arc<dyn Target>,
+    http: reqwest::Client,
+}
+
+impl Cluster {
+    /// Lays out `layouts.len()` nodes and starts them with the argument lists `args`,
+    /// then waits (up to `ready_timeout`) until every node reports ready.
+    pub async fn start(
+        target: Arc<dyn Target>,
+        binary: PathBuf,
+        layouts: Vec<NodeLayout>,
+        args: Vec<Vec<String>>,
+        ready_timeout: Duration,
+    ) -> Result<Cluster, ClusterError> {
+        let nodes = layouts
+            .into_iter()
+            .zip(args)
+            .map(|(layout, args)| {
+                Mutex::new(NodeProcess {
+                    layout,
+                    args,
+                    child: None,
+                    paused: false,
+                    starts: 0,
+                })
+            })
+            .collect();
+        let cluster = Cluster {
+            binary,
+            nodes,
+            target,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_millis(500))
+                .build()
+                .map_err(|e| std::io::Error::other(e.to_string()))?,
+        };
+        for i in 0..cluster.nodes.len() {
+            cluster.spawn_node(i)?;
+        }
+        cluster.wait_ready(ready_timeout).await?;
+        Ok(cluster)
+    }
+
+    /// The layouts of all nodes.
+    pub fn layouts(&self) -> Vec<NodeLayout> {
+        self.nodes.iter().map(|n| lock(n).layout.clone()).collect()
+    }
+
+    /// PIDs of the node processes currently alive (for tests and diagnostics).
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes
+            .iter()
+            .filter_map(|n| lock(n).child.as_ref().map(|c| c.id()))
+            .collect()
+    }
+
+    fn spawn_node(&self, i: usize) -> Result<(), ClusterError> {
+        let mut node = lock(&self.nodes[i]);
+        if node.child.is_some() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&node.layout.data_dir)?;
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&node.layout.log_file)?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(&node.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child
+        // when the thread that forked it dies, so nodes never outlive the harness.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|source| ClusterError::Spawn {
+            node: node.layout.name.clone(),
+            binary: self.binary.display().to_string(),
+            source,
+        })?;
+        node.child = Some(child);
+        node.paused = false;
+        node.starts += 1;
+        Ok(())
+    }
+
+    async fn wait_ready(&self, bound: Duration) -> Result<(), ClusterError> {
+        let start = Instant::now();
+        for i in 0..self.nodes.len() {
+            loop {
+                let (addr, name, log) = {
+                    let mut node = lock(&self.nodes[i]);
+                    if let Some(child) = node.child.as_mut() {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            let log = node.layout.log_file.clone();
+                            node.child = None;
+                            return Err(ClusterError::Exited {
+                                node: node.layout.name.clone(),
+                                status: status.to_string(),
+                                tail: log_tail(&log, 15),
+                            });
+                        }
+                    }
+                    (
+                        node.layout.client_addr,
+                        node.layout.name.clone(),
+                        node.layout.log_file.clone(),
+                    )
+                };
+                if self.target.is_ready(&self.http, addr).await {
+                    break;
+                }
+                if start.elapsed() > bound {
+                    return Err(ClusterError::NotReady {
+                        node: name,
+                        waited: start.elapsed(),
+                        log: log.display().to_string(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        // A target may also need its cluster to be formed (leaders elected) to be useful.
+        let remaining = bound.saturating_sub(start.elapsed());
+        let addrs: Vec<SocketAddr> = self.layouts().iter().map(|l| l.client_addr).collect();
+        self.target
+            .wait_formed(&self.http, &addrs, remaining)
+            .await
+            .map_err(|_| ClusterError::NotReady {
+                node: "cluster".into(),
+                waited: start.elapsed(),
+                log: "the node logs".into(),
+            })
+    }
+
+    /// Kills every node (SIGKILL), reaps them. Idempotent; also run by `Drop`.
+    pub fn teardown(&self) {
+        for n in &self.nodes {
+            let mut node = lock(n);
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            node.paused = false;
+        }
+    }
+
+    fn signal(&self, i: usize, sig: libc::c_int) -> Result<(), NemesisError> {
+        let mut node = lock(&self.nodes[i]);
+        let Some(child) = node.child.as_ref() else {
+            return Ok(());
+        };
+        // SAFETY: kill(2) on a PID we spawned and have not reaped, so it is ours.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        if rc != 0 {
+            return Err(NemesisError::Io(std::io::Error::last_os_error()));
+        }
+        node.paused = sig == libc::SIGSTOP;
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+impl ClusterControl for Cluster {
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    async fn kill(&self, i: usize) -> Result<(), NemesisError> {
+        let child = lock(&self.nodes[i]).child.take();
+        if let Some(mut child) = child {
+            child.kill()?;
+            // Reap off the async thread: wait() on a SIGKILLed child returns at once.
+            let _ = child.wait();
+        }
+        lock(&self.nodes[i]).paused = false;
+        Ok(())
+    }
+
+    async fn restart(&self, i: usize) -> Result<(), NemesisError> {
+        self.spawn_node(i)
+            .map_err(|e| NemesisError::Fault(e.to_string()))
+    }
+
+    async fn pause(&self, i: usize) -> Result<(), NemesisError> {
+        self.signal(i, libc::SIGSTOP)
+    }
+
+    async fn resume(&self, i: usize) -> Result<(), NemesisError> {
+        self.signal(i, libc::SIGCONT)
+    }
+
+    async fn leaders(&self) -> Vec<usize> {
+        let addrs: Vec<SocketAddr> = self.layouts().iter().map(|l| l.client_addr).collect();
+        self.target.leaders(&self.http, &addrs).await
+    }
+
+    async fn set_clock_offset(&self, i: usize, offset_ms: i64) -> Result<(), NemesisError> {
+        let addr = lock(&self.nodes[i]).layout.client_addr;
+        self.target
+            .set_clock_offset(&self.http, addr, offset_ms)
+            .await
+            .map_err(NemesisError::Fault)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding a node lock must not stop teardown.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The last `n` lines of a log file, for error messages.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

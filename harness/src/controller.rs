@@ -1,0 +1,423 @@
+//! The controller: runs one test through its phases.
+//!
+//! ```text
+//! resolve -> start cluster -> main (clients + nemesis) -> heal -> quiesce -> final reads
+//!         -> teardown -> check -> results.json, report.html, summary
+//! ```
+//!
+//! Teardown runs on every path: normal end, error, Ctrl-C (the `cancel` token) and panic
+//! (the cluster's `Drop`).
+
+use crate::check::{run_checkers, CheckOptions};
+use crate::cluster::{Cluster, NodeLayout, PortReservation};
+use crate::progress::Progress;
+use crate::recorder::HistoryRecorder;
+use crate::spec::TestSpec;
+use crate::store::RunDir;
+use crate::target::{Client, Completion, Invocation, Target, TargetOptions};
+use crate::workload::{OpGenerator, Workload, WorkloadOptions};
+use anyhow::Context;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use splitbrain_checkers::{History, Op, OpType, Process};
+use splitbrain_nemesis::{ClusterControl, Nemesis, NemesisRecorder, NemesisSpec};
+use splitbrain_reports::{history_stats, RunSummary};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// What a finished run produced.
+pub struct RunOutcome {
+    /// The checked summary (also in results.json).
+    pub summary: RunSummary,
+    /// The run directory.
+    pub run_dir: RunDir,
+}
+
+/// Global rate limiter: hands out evenly spaced start slots to all clients.
+pub struct RateLimiter {
+    interval: Option<Duration>,
+    next: Mutex<Instant>,
+}
+
+impl RateLimiter {
+    /// `rate` ops per second in total; 0 means unlimited.
+    pub fn new(rate: f64) -> RateLimiter {
+        RateLimiter {
+            interval: (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate)),
+            next: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Waits for this caller's slot.
+    pub async fn acquire(&self) {
+        let Some(interval) = self.interval else {
+            return;
+        };
+        let slot = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = (*next).max(Instant::now());
+            *next = slot + interval;
+            slot
+        };
+        tokio::time::sleep_until(slot.into()).await;
+    }
+}
+
+/// Adapts the history recorder for the nemesis, and keeps the active fault for display.
+struct NemesisLog {
+    recorder: HistoryRecorder,
+    active: Arc<Mutex<String>>,
+}
+
+impl NemesisRecorder for NemesisLog {
+    fn record(&self, f: &str, value: serde_json::Value) {
+        self.recorder.record_nemesis(f, value);
+    }
+    fn set_active(&self, active: &str) {
+        *self.active.lock().unwrap_or_else(|e| e.into_inner()) = active.to_string();
+    }
+}
+
+/// One client worker: Jepsen's process semantics. An op that ends `info` retires the
+/// process; a fresh process id (old + concurrency) and a fresh client take over.
+pub struct Worker {
+    /// Worker slot, 0..concurrency.
+    pub slot: usize,
+    /// Number of workers (the process-id stride).
+    pub concurrency: usize,
+    /// Makes a fresh client for a new process.
+    pub make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync>,
+    /// The shared generator.
+    pub generator: Arc<Mutex<Box<dyn OpGenerator>>>,
+    /// Where ops go.
+    pub recorder: HistoryRecorder,
+    /// Shared rate limiter.
+    pub limiter: Arc<RateLimiter>,
+    /// Outer bound on one op (the client's own timeout plus slack).
+    pub op_timeout: Duration,
+    /// Seed of this worker's random choices.
+    pub seed: u64,
+}
+
+impl Worker {
+    /// Runs ops until `deadline` or cancellation. An op in flight at cancellation is left
+    /// without completion (it counts as `info`).
+    pub async fn run(self, deadline: Instant, cancel: CancellationToken) {
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            self.seed ^ (self.slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let mut process = self.slot as u64;
+        let mut client = (self.make_client)(self.slot);
+        while Instant::now() < deadline && !cancel.is_cancelled() {
+            tokio::select! {
+                _ = self.limiter.acquire() => {}
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep_until(deadline.into()) => return,
+            }
+            let inv = self
+                .generator
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .next_op(&mut rng);
+            let done = tokio::select! {
+                c = perform(&mut *client, &self.recorder, process, &inv, self.op_timeout) => c,
+                _ = cancel.cancelled() => return,
+            };
+            if done == OpType::Info {
+                process += self.concurrency as u64;
+                client = (self.make_client)(self.slot);
+            }
+        }
+    }
+}
+
+/// Records the invoke, performs the op (bounded by `timeout`: a timeout is `info`), and
+/// records the completion. Returns the completion type.
+pub async fn perform(
+    client: &mut dyn Client,
+    recorder: &HistoryRecorder,
+    process: u64,
+    inv: &Invocation,
+    timeout: Duration,
+) -> OpType {
+    let mut op = Op::new(
+        Process::Client(process),
+        OpType::Invoke,
+        inv.f.clone(),
+        inv.value.clone(),
+    );
+    op.key = inv.key.clone();
+    recorder.record(op.clone());
+    let c = match tokio::time::timeout(timeout, client.invoke(inv)).await {
+        Ok(c) => c,
+        Err(_) => Completion::info(inv.value.clone(), "timeout", None),
+    };
+    op.op_type = c.op_type;
+    op.value = c.value;
+    op.node = c.node;
+    op.error = c.error;
+    recorder.record(op);
+    c.op_type
+}
+
+/// Finds a target's node binary: `--target-bin`, beside the running executable, or PATH.
+pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        anyhow::ensure!(p.is_file(), "--target-bin {} does not exist", p.display());
+        return Ok(p.clone());
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // Beside us, or one level up (test binaries live in target/<profile>/deps).
+        for dir in exe
+            .parent()
+            .into_iter()
+            .flat_map(|d| [Some(d), d.parent()])
+            .flatten()
+        {
+            let cand = dir.join(name);
+            if cand.is_file() {
+                return Ok(cand);
+            }
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let cand = dir.join(name);
+            if cand.is_file() {
+                return Ok(cand);
+            }
+        }
+    }
+    anyhow::bail!(
+        "cannot find the node binary `{name}` beside splitbrain or on PATH; build it with `cargo build --release --workspace` or pass --target-bin"
+    )
+}
+
+/// Runs a whole test. `cancel` is triggered by Ctrl-C; the run then stops its clients,
+/// heals, tears down and checks what was recorded.
+pub async fn run_test(
+    spec: &TestSpec,
+    target: Arc<dyn Target>,
+    workload: &dyn Workload,
+    check: &CheckOptions,
+    cancel: CancellationToken,
+    show_progress: bool,
+) -> anyhow::Result<RunOutcome> {
+    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
+    let nemesis_spec = match &spec.nemesis_plan {
+        Some(path) => NemesisSpec::from_plan_file(path)?,
+        None => NemesisSpec::parse(
+            &spec.nemesis.join(","),
+            Duration::from_secs_f64(spec.nemesis_interval_s),
+            spec.seed,
+        )?,
+    };
+    let time_limit = Duration::from_secs_f64(spec.time_limit_s);
+    let mut spec = spec.clone();
+    spec.nemesis_schedule =
+        serde_json::to_value(Nemesis::new(nemesis_spec.clone()).schedule(spec.nodes, time_limit))?;
+    let spec = &spec;
+    let run_dir = RunDir::create(&spec.store, &spec.name)
+        .with_context(|| format!("creating the run directory under {}", spec.store.display()))?;
+    std::fs::write(run_dir.test_json(), serde_json::to_vec_pretty(spec)?)?;
+    eprintln!(
+        "splitbrain: test {} seed {} -> {}",
+        spec.name,
+        spec.seed,
+        run_dir.path.display()
+    );
+
+    let topts = TargetOptions {
+        shards: spec.shards,
+        read_mode: spec.read_mode.clone(),
+        bugs: spec.bugs.clone(),
+        op_timeout: Duration::from_millis(spec.op_timeout_ms),
+        hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
+    };
+    let reservation = PortReservation::new(spec.nodes * 2)?;
+    let ports = reservation.ports().to_vec();
+    let layouts: Vec<NodeLayout> = (0..spec.nodes)
+        .map(|i| {
+            let name = format!("n{}", i + 1);
+            let dir = run_dir.node_dir(&name);
+            NodeLayout {
+                client_addr: SocketAddr::from(([127, 0, 0, 1], ports[2 * i])),
+                peer_addr: SocketAddr::from(([127, 0, 0, 1], ports[2 * i + 1])),
+                data_dir: dir.join("data"),
+                log_file: dir.join("node.log"),
+                name,
+            }
+        })
+        .collect();
+    let peer_targets: Vec<SocketAddr> = layouts.iter().map(|l| l.peer_addr).collect();
+    let faults_wanted = !nemesis_spec.faults.is_empty();
+    let mesh = crate::mesh::start_mesh(&peer_targets, faults_wanted).await?;
+    reservation.release();
+    let args: Vec<Vec<String>> = layouts
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let dial: Vec<SocketAddr> = (0..spec.nodes)
+                .map(|j| crate::mesh::dial_addr(mesh.as_deref(), &peer_targets, i, j))
+                .collect();
+            target.node_args(i, l.client_addr, l.peer_addr, &dial, &l.data_dir, &topts)
+        })
+        .collect();
+    let start = Instant::now();
+    let recorder = HistoryRecorder::create(&run_dir.history(), start, true)?;
+    let cluster = Cluster::start(
+        target.clone(),
+        binary,
+        layouts.clone(),
+        args,
+        Duration::from_secs(30),
+    )
+    .await;
+    let cluster = match cluster {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            let _ = recorder.finish();
+            crate::mesh::stop_mesh(mesh.as_deref()).await;
+            return Err(anyhow::Error::new(e).context("starting the cluster"));
+        }
+    };
+    let nemesis = Nemesis::with_mesh(nemesis_spec, mesh.clone());
+    let result = drive(
+        spec,
+        &target,
+        workload,
+        &cluster,
+        &nemesis,
+        &topts,
+        &recorder,
+        cancel.clone(),
+        show_progress,
+    )
+    .await;
+    cluster.teardown();
+    crate::mesh::stop_mesh(mesh.as_deref()).await;
+    let ops = recorder.finish()?;
+    let incomplete = match &result {
+        Err(e) => Some(format!("run error: {e:#}")),
+        Ok(()) if cancel.is_cancelled() => Some("interrupted (SIGINT)".to_string()),
+        Ok(()) => None,
+    };
+    let history = History::new(ops).context("the recorded history is malformed")?;
+    let checkers = workload.checkers(check)?;
+    let results = tokio::task::spawn_blocking(move || {
+        let r = run_checkers(&history, &checkers);
+        (history, r)
+    })
+    .await?;
+    let (history, results) = results;
+    let mut summary = RunSummary::new(
+        spec.name.clone(),
+        Some(run_dir.path.display().to_string()),
+        results,
+        history_stats(&history),
+        Some(spec.seed),
+    );
+    summary.incomplete = incomplete;
+    crate::check::write_outputs(&run_dir.path, &summary, &history)?;
+    Ok(RunOutcome { summary, run_dir })
+}
+
+/// The main, heal, quiesce and final-read phases.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    spec: &TestSpec,
+    target: &Arc<dyn Target>,
+    workload: &dyn Workload,
+    cluster: &Arc<Cluster>,
+    nemesis: &Nemesis,
+    topts: &TargetOptions,
+    recorder: &HistoryRecorder,
+    cancel: CancellationToken,
+    show_progress: bool,
+) -> anyhow::Result<()> {
+    let addrs: Vec<SocketAddr> = cluster.layouts().iter().map(|l| l.client_addr).collect();
+    let generator: Arc<Mutex<Box<dyn OpGenerator>>> =
+        Arc::new(Mutex::new(workload.generator(WorkloadOptions {
+            active_keys: spec.active_keys,
+            ops_per_key: spec.ops_per_key,
+        })));
+    let make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
+        let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
+        Arc::new(move |home| target.client(&addrs, home, &topts))
+    };
+    let limiter = Arc::new(RateLimiter::new(spec.rate));
+    let op_timeout = Duration::from_millis(spec.op_timeout_ms + 500);
+    let time_limit = Duration::from_secs_f64(spec.time_limit_s);
+    let deadline = Instant::now() + time_limit;
+    let active = Arc::new(Mutex::new(String::new()));
+    let progress = Progress::start(
+        show_progress,
+        time_limit,
+        recorder.counts.clone(),
+        active.clone(),
+    );
+
+    let mut workers = tokio::task::JoinSet::new();
+    for slot in 0..spec.concurrency {
+        let w = Worker {
+            slot,
+            concurrency: spec.concurrency,
+            make_client: make_client.clone(),
+            generator: generator.clone(),
+            recorder: recorder.clone(),
+            limiter: limiter.clone(),
+            op_timeout,
+            seed: spec.seed,
+        };
+        workers.spawn(w.run(deadline, cancel.clone()));
+    }
+    let log = NemesisLog {
+        recorder: recorder.clone(),
+        active: active.clone(),
+    };
+    let nemesis_result = tokio::select! {
+        r = nemesis.run(cluster.as_ref(), &log, time_limit) => r.map_err(anyhow::Error::from),
+        _ = cancel.cancelled() => Ok(()),
+    };
+    // Clients stop at the deadline; an op in flight gets its timeout to finish.
+    let drain_bound = op_timeout + Duration::from_secs(1);
+    let _ = tokio::time::timeout(
+        deadline.saturating_duration_since(Instant::now()) + drain_bound,
+        async { while workers.join_next().await.is_some() {} },
+    )
+    .await;
+    workers.abort_all();
+    // Heal always, even when interrupted: nothing may be left broken.
+    *active.lock().unwrap_or_else(|e| e.into_inner()) = "healing".into();
+    let heal = nemesis.heal(cluster.as_ref(), &log).await;
+    progress.finish();
+    nemesis_result?;
+    heal?;
+    if cancel.is_cancelled() {
+        return Ok(());
+    }
+    let final_reads = generator
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .final_reads();
+    if !final_reads.is_empty() {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(spec.quiesce_s)) => {}
+            _ = cancel.cancelled() => return Ok(()),
+        }
+        // Fresh process ids above every one the main phase could have used.
+        let base = 1_000_000u64;
+        let _ = cluster.leaders().await;
+        for (n, inv) in final_reads.iter().enumerate() {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let mut client = make_client(n);
+            perform(&mut *client, recorder, base + n as u64, inv, op_timeout).await;
+        }
+    }
+    Ok(())
+}

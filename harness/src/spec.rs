@@ -1,0 +1,58 @@
+//! The resolved definition of one test: every parameter, stored as `test.json` so the run
+//! can be repeated exactly (`--seed`).
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Every parameter of a test run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// The test's name: `<target>-<workload>` unless given.
+    pub name: String,
+    /// `--target`.
+    pub target: String,
+    /// `--workload`.
+    pub workload: String,
+    /// Fault kinds (`--nemesis`), empty for none.
+    pub nemesis: Vec<String>,
+    /// Mean seconds between faults.
+    pub nemesis_interval_s: f64,
+    /// A fault plan file replacing the random schedule (`--nemesis-plan`).
+    pub nemesis_plan: Option<PathBuf>,
+    /// The fault schedule this run follows (derived from the seed or the plan file), so
+    /// it can be read and replayed.
+    #[serde(default)]
+    pub nemesis_schedule: serde_json::Value,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Number of concurrent client workers.
+    pub concurrency: usize,
+    /// Target ops per second over all clients (0 = unlimited).
+    pub rate: f64,
+    /// Seconds of the main phase.
+    pub time_limit_s: f64,
+    /// Per-op client timeout in milliseconds; a timed-out op is `info`.
+    pub op_timeout_ms: u64,
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// Bugs enabled in the target.
+    pub bugs: Vec<String>,
+    /// Shards (targets that shard).
+    pub shards: u32,
+    /// Read mode (targets that have several).
+    pub read_mode: Option<String>,
+    /// Delay before the second request of a hedged read.
+    pub hedge_delay_ms: u64,
+    /// Keys in use at once.
+    pub active_keys: usize,
+    /// Ops per key before rotation.
+    pub ops_per_key: usize,
+    /// Seconds to let the cluster settle after healing, before final reads.
+    pub quiesce_s: f64,
+    /// Where the run store is.
+    pub store: PathBuf,
+    /// Explicit node binary, if given.
+    pub target_bin: Option<PathBuf>,
+    /// splitbrain's version.
+    pub version: String,
+}

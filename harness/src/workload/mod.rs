@@ -1,0 +1,57 @@
+//! Workloads: what the clients do (a generator of invocations) and how the resulting
+//! history is checked (a list of checkers).
+
+mod keys;
+pub mod register;
+
+pub use keys::KeyRotation;
+
+use crate::target::Invocation;
+use rand_chacha::ChaCha8Rng;
+use splitbrain_checkers::Checker;
+
+/// Produces the next invocation for any process. Shared by all processes (behind a
+/// lock), so key rotation is global.
+pub trait OpGenerator: Send {
+    /// The next operation to perform.
+    fn next_op(&mut self, rng: &mut ChaCha8Rng) -> Invocation;
+    /// Reads to run after the cluster is healed and quiet (convergence workloads).
+    fn final_reads(&self) -> Vec<Invocation> {
+        Vec::new()
+    }
+}
+
+/// Options that shape a workload's generator.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct WorkloadOptions {
+    /// Keys in use at once.
+    pub active_keys: usize,
+    /// Operations per key before it is retired and a fresh key takes its place.
+    pub ops_per_key: usize,
+}
+
+/// A named workload.
+pub trait Workload: Send + Sync {
+    /// `--workload` name.
+    fn name(&self) -> &'static str;
+    /// One-line description for `splitbrain list`.
+    fn description(&self) -> &'static str;
+    /// A fresh generator.
+    fn generator(&self, opts: WorkloadOptions) -> Box<dyn OpGenerator>;
+    /// The checkers its histories are judged by.
+    fn checkers(&self, check: &crate::check::CheckOptions)
+        -> anyhow::Result<Vec<Box<dyn Checker>>>;
+}
+
+/// Every workload.
+pub fn all() -> Vec<Box<dyn Workload>> {
+    vec![
+        Box::new(register::RegisterWorkload),
+        Box::new(register::AppendWorkload),
+    ]
+}
+
+/// Looks a workload up by name.
+pub fn by_name(name: &str) -> Option<Box<dyn Workload>> {
+    all().into_iter().find(|w| w.name() == name)
+}

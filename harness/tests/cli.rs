@@ -1,0 +1,267 @@
+//! End-to-end tests of the `splitbrain` binary: real node processes on loopback, real
+//! signals, real files. Each test is bounded in time and kills only what it started.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn splitbrain() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+}
+
+fn data_dir() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
+    if d.is_dir() {
+        Some(d)
+    } else {
+        eprintln!("SKIP: {} is absent", d.display());
+        None
+    }
+}
+
+/// Node processes whose command line mentions `marker` (our temp store), by PID.
+fn processes_mentioning(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+fn wait_with_bound(child: &mut std::process::Child, bound: Duration) -> Option<i32> {
+    let start = Instant::now();
+    while start.elapsed() < bound {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn check_parses_every_porcupine_file() {
+    let Some(data) = data_dir() else { return };
+    let mut checked = 0;
+    for sub in ["porcupine/jepsen", "porcupine/kv"] {
+        let mut files: Vec<_> = std::fs::read_dir(data.join(sub))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for f in files {
+            if std::fs::metadata(&f).map(|m| m.len()).unwrap_or(0) == 0 {
+                continue;
+            }
+            let model = if sub.ends_with("kv") {
+                "kv"
+            } else {
+                "cas-register"
+            };
+            let out = splitbrain()
+                .args([
+                    "check",
+                    "--format",
+                    "json",
+                    "--model",
+                    model,
+                    "--failed-cas",
+                    "observed",
+                ])
+                .arg(&f)
+                .args(["--check-time-limit", "5"])
+                .output()
+                .unwrap();
+            let code = out.status.code().unwrap();
+            assert!(
+                [0, 1, 3].contains(&code),
+                "{}: exit {code}: {}",
+                f.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(v["stats"]["ops"].as_u64().unwrap() > 0, "{}", f.display());
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 102 + 6);
+}
+
+#[test]
+fn malformed_history_names_file_and_line_and_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    let mut f = std::fs::File::create(&path).unwrap();
+    writeln!(
+        f,
+        r#"{{"index":0,"process":0,"type":"invoke","f":"read","value":null}}"#
+    )
+    .unwrap();
+    writeln!(
+        f,
+        r#"{{"index":1,"process":0,"type":"okay","f":"read","value":1}}"#
+    )
+    .unwrap();
+    drop(f);
+    let out = splitbrain().arg("check").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2:", path.display())),
+        "stderr was: {err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = splitbrain()
+        .args(["test", "--target", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = splitbrain()
+        .args(["test", "--bug", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = splitbrain().args(["frobnicate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn list_names_targets_workloads_models_and_bugs() {
+    let out = splitbrain().arg("list").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "kv",
+        "register",
+        "append",
+        "cas-register",
+        "stale-read",
+        "partition",
+        "strict-serializable",
+    ] {
+        assert!(text.contains(word), "list lacks {word}:\n{text}");
+    }
+}
+
+#[test]
+fn short_test_run_is_valid_and_stores_everything() {
+    let store = tempfile::tempdir().unwrap();
+    let out = splitbrain()
+        .args([
+            "test",
+            "--nodes",
+            "3",
+            "--time-limit",
+            "5",
+            "--nemesis",
+            "none",
+            "--seed",
+            "7",
+            "--no-progress",
+        ])
+        .arg("--store")
+        .arg(store.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("valid"), "{stdout}");
+    let run = store.path().join("latest");
+    for f in [
+        "test.json",
+        "history.jsonl",
+        "results.json",
+        "report.html",
+        "nodes/n1/node.log",
+    ] {
+        assert!(run.join(f).exists(), "missing {f}");
+    }
+    let test: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("test.json")).unwrap()).unwrap();
+    assert_eq!(test["seed"], 7);
+    assert!(processes_mentioning(&store.path().display().to_string()).is_empty());
+}
+
+#[test]
+fn sigint_mid_run_tears_down_and_leaves_a_parseable_history() {
+    let store = tempfile::tempdir().unwrap();
+    let marker = store.path().display().to_string();
+    let mut child = splitbrain()
+        .args([
+            "test",
+            "--nodes",
+            "3",
+            "--time-limit",
+            "60",
+            "--nemesis",
+            "partition,kill,pause",
+            "--nemesis-interval",
+            "1",
+            "--no-progress",
+        ])
+        .arg("--store")
+        .arg(store.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run is well under way: nodes up and ops recorded.
+    let history = store.path().join("latest/history.jsonl");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let lines = std::fs::read_to_string(&history)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines > 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !processes_mentioning(&marker).is_empty(),
+        "no node processes were started"
+    );
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let code = wait_with_bound(&mut child, Duration::from_secs(30));
+    assert!(
+        code.is_some(),
+        "splitbrain did not exit within 30 s of SIGINT"
+    );
+    assert!(
+        processes_mentioning(&marker).is_empty(),
+        "node processes survived SIGINT"
+    );
+    let file = std::fs::File::open(&history).unwrap();
+    let mut n = 0;
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line.unwrap();
+        serde_json::from_str::<serde_json::Value>(&line)
+            .unwrap_or_else(|e| panic!("line {}: {e}: {line}", n + 1));
+        n += 1;
+    }
+    assert!(n > 200);
+    assert!(store.path().join("latest/results.json").exists());
+}

@@ -1,0 +1,114 @@
+//! Figures computed from a history: counts, availability, latency percentiles, throughput.
+
+use serde::{Deserialize, Serialize};
+use splitbrain_checkers::{History, Outcome};
+
+/// Latency percentiles of `ok` client ops, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// Summary figures of one history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistoryStats {
+    /// Client operations (invoke/completion pairs).
+    pub ops: usize,
+    /// Completed `ok`.
+    pub ok: usize,
+    /// Completed `fail`.
+    pub fail: usize,
+    /// Completed `info` or never completed.
+    pub info: usize,
+    /// `ok / ops`: the share of operations that succeeded.
+    pub availability: f64,
+    /// Latency of `ok` ops.
+    pub latency_ms: Latency,
+    /// `ok` ops per second over the history's span.
+    pub throughput: f64,
+    /// Seconds from the first to the last event.
+    pub duration_s: f64,
+    /// Nemesis events recorded.
+    pub nemesis_events: usize,
+}
+
+/// Computes the figures of a history. Latency uses op times, so histories without times
+/// (Jepsen text logs) report zeros.
+pub fn history_stats(history: &History) -> HistoryStats {
+    let pairs = history.pairs();
+    let counts = history.outcome_counts();
+    let mut latencies: Vec<u64> = pairs
+        .iter()
+        .filter(|p| p.outcome == Outcome::Ok)
+        .filter_map(|p| p.complete_time.map(|c| c.saturating_sub(p.invoke_time)))
+        .collect();
+    latencies.sort_unstable();
+    let pct = |q: f64| -> f64 {
+        if latencies.is_empty() {
+            return 0.0;
+        }
+        let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+        latencies[i.min(latencies.len() - 1)] as f64 / 1e6
+    };
+    let first = history.ops().first().map(|o| o.time).unwrap_or(0);
+    let last = history.ops().last().map(|o| o.time).unwrap_or(0);
+    let duration_s = last.saturating_sub(first) as f64 / 1e9;
+    let ops = pairs.len();
+    HistoryStats {
+        ops,
+        ok: counts.ok,
+        fail: counts.fail,
+        info: counts.info + counts.pending,
+        availability: if ops == 0 {
+            0.0
+        } else {
+            counts.ok as f64 / ops as f64
+        },
+        latency_ms: Latency {
+            p50: pct(0.50),
+            p95: pct(0.95),
+            p99: pct(0.99),
+            max: latencies.last().map(|&l| l as f64 / 1e6).unwrap_or(0.0),
+        },
+        throughput: if duration_s > 0.0 {
+            counts.ok as f64 / duration_s
+        } else {
+            0.0
+        },
+        duration_s,
+        nemesis_events: history.nemesis_ops().count(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use splitbrain_checkers::{Op, OpType, Process};
+
+    #[test]
+    fn counts_and_percentiles() {
+        let mut ops = Vec::new();
+        for i in 0..100u64 {
+            let p = Process::Client(i);
+            ops.push(Op::new(p, OpType::Invoke, "read", json!(null)).at(i * 10_000_000));
+            let t = if i == 99 { OpType::Info } else { OpType::Ok };
+            // Latency of op i is (i + 1) ms.
+            ops.push(Op::new(p, t, "read", json!(1)).at(i * 10_000_000 + (i + 1) * 1_000_000));
+        }
+        ops.sort_by_key(|o| o.time);
+        let h = History::new(ops).unwrap();
+        let s = history_stats(&h);
+        assert_eq!((s.ops, s.ok, s.fail, s.info), (100, 99, 0, 1));
+        assert_eq!(s.latency_ms.max, 99.0);
+        assert_eq!(s.latency_ms.p50, 50.0);
+        assert!((s.availability - 0.99).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,82 @@
+//! The terminal summary table printed at the end of `splitbrain test` and `check`.
+
+use crate::RunSummary;
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+
+#[derive(Tabled)]
+struct Row {
+    #[tabled(rename = "")]
+    label: String,
+    #[tabled(rename = "")]
+    value: String,
+}
+
+fn row(label: &str, value: impl Into<String>) -> Row {
+    Row {
+        label: label.to_string(),
+        value: value.into(),
+    }
+}
+
+/// Renders the summary: verdict per checker, op counts, availability, latency
+/// percentiles, throughput and the run's path.
+pub fn summary_table(s: &RunSummary) -> String {
+    let mut rows = Vec::new();
+    for r in &s.results {
+        let mut v = r.valid.label().to_string();
+        if !r.anomaly_types.is_empty() {
+            v.push_str(&format!(" ({})", r.anomaly_types.join(", ")));
+        }
+        rows.push(row(&format!("checker {}", r.checker), v));
+    }
+    rows.push(row("verdict", s.valid.label()));
+    let st = &s.stats;
+    rows.push(row(
+        "operations",
+        format!(
+            "{} total: {} ok, {} fail, {} info",
+            st.ops, st.ok, st.fail, st.info
+        ),
+    ));
+    rows.push(row(
+        "availability",
+        format!("{:.1}% ok", st.availability * 100.0),
+    ));
+    rows.push(row(
+        "latency (ms)",
+        format!(
+            "p50 {:.2}  p95 {:.2}  p99 {:.2}  max {:.2}",
+            st.latency_ms.p50, st.latency_ms.p95, st.latency_ms.p99, st.latency_ms.max
+        ),
+    ));
+    rows.push(row(
+        "throughput",
+        format!("{:.0} ok ops/s over {:.1} s", st.throughput, st.duration_s),
+    ));
+    rows.push(row("nemesis events", st.nemesis_events.to_string()));
+    if let Some(seed) = s.seed {
+        rows.push(row("seed", seed.to_string()));
+    }
+    if let Some(why) = &s.incomplete {
+        rows.push(row("incomplete", why.clone()));
+    }
+    if let Some(dir) = &s.run_dir {
+        rows.push(row("run", dir.clone()));
+    }
+    let mut table = Table::new(rows);
+    table.with(Style::rounded());
+    // Drop the empty header row tabled prints for unnamed columns.
+    let text = table.to_string();
+    let mut lines: Vec<&str> = text.lines().collect();
+    if lines.len() > 3 {
+        lines.drain(1..3);
+    }
+    let mut out = lines.join("\n");
+    for r in &s.results {
+        if r.valid != splitbrain_checkers::Validity::Valid && !r.explanation.is_empty() {
+            out.push_str(&format!("\n{}: {}", r.checker, r.explanation));
+        }
+    }
+    out
+}
