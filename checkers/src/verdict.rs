@@ -101,7 +101,11 @@ pub struct CheckResult {
 
 impl CheckResult {
     /// A result with just a verdict and explanation.
-    pub fn new(checker: impl Into<String>, valid: Validity, explanation: impl Into<String>) -> Self {
+    pub fn new(
+        checker: impl Into<String>,
+        valid: Validity,
+        explanation: impl Into<String>,
+    ) -> Self {
         CheckResult {
             checker: checker.into(),
             valid,
