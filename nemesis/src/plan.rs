@@ -75,7 +75,8 @@ pub enum FaultAction {
     },
     /// Cut links between nodes.
     Partition {
-        /// The shape's name: `halves`, `random-halves`, `isolate`, `majority-minority`,
+        /// The shape's name: `halves`, `random-halves`, `isolate`, `isolate-leader`,
+        /// `majority-minority`,
         /// `majorities-ring`, `bridge`, `one-way`, or anything for hand-written plans.
         shape: String,
         /// The groups, for display; if `blocked` is empty, every message between nodes

@@ -17,6 +17,7 @@ pub(crate) const SHAPES: &[&str] = &[
     "halves",
     "random-halves",
     "isolate",
+    "isolate-leader",
     "majority-minority",
     "majorities-ring",
     "bridge",
@@ -192,6 +193,8 @@ fn partition(n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
         }
         "random-halves" => (vec![sorted(&perm[..n / 2]), sorted(&perm[n / 2..])], vec![]),
         "isolate" => (vec![vec![perm[0]], sorted(&perm[1..])], vec![]),
+        // Groups are filled in when the fault starts, from who leads then.
+        "isolate-leader" => (vec![], vec![]),
         "majority-minority" => {
             let k = rng.gen_range(1..=((n - 1) / 2).max(1));
             (vec![sorted(&perm[..k]), sorted(&perm[k..])], vec![])

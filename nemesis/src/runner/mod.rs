@@ -351,6 +351,19 @@ impl Nemesis {
                 blocked,
                 mode,
             } => {
+                // `isolate-leader` is resolved now: cut off whoever leads at this moment.
+                let resolved;
+                let groups = if shape == "isolate-leader" {
+                    let leader = match self.resolve(cluster, k, Target::Leader, &[], n).await {
+                        Ok(l) => l.first().copied().unwrap_or(0),
+                        Err(_) => 0,
+                    };
+                    let rest: Vec<usize> = (0..n).filter(|&i| i != leader).collect();
+                    resolved = vec![names(&[leader]), names(&rest)];
+                    &resolved
+                } else {
+                    groups
+                };
                 let (f, desc) = (
                     "start-partition",
                     partition_value(shape, groups, blocked, *mode),
