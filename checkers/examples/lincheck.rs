@@ -1,6 +1,6 @@
 //! Checks one history file for linearizability and prints the verdict and timing.
 //!
-//! `cargo run --release --example lincheck -- PATH MODEL [--no-split] [--failed-cas-observed]`
+//! `cargo run --release --example lincheck -- PATH MODEL [--no-split] [--failed-cas-observed] [--time-limit=SECS]`
 
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::linearizability::{
@@ -13,7 +13,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let (Some(path), Some(model)) = (positional.first(), positional.get(1)) else {
-        eprintln!("usage: lincheck PATH MODEL [--no-split] [--failed-cas-observed]");
+        eprintln!(
+            "usage: lincheck PATH MODEL [--no-split] [--failed-cas-observed] [--time-limit=SECS]"
+        );
         std::process::exit(2);
     };
     let options = LinearizabilityOptions {
@@ -23,7 +25,14 @@ fn main() {
         } else {
             FailedCas::Jepsen
         },
-        ..Default::default()
+        bounds: splitbrain_checkers::CheckBounds {
+            time_limit: args
+                .iter()
+                .find_map(|a| a.strip_prefix("--time-limit="))
+                .and_then(|s| s.parse::<f64>().ok())
+                .map(std::time::Duration::from_secs_f64),
+            max_memory: None,
+        },
     };
     let checker = match LinearizabilityChecker::new(model, options) {
         Ok(c) => c,

@@ -253,8 +253,12 @@ pub(crate) fn explain_stopped<M: Model>(
                 Some(t) => format!("the time limit ({:.1} s)", t.as_secs_f64()),
                 None => "the time limit".into(),
             },
-            Stop::Memory => format!("the memory bound ({} MB of memo)", prog.memo_bytes >> 20),
+            Stop::Memory => format!(
+                "the memory bound ({} MB of search tables)",
+                prog.memo_bytes >> 20
+            ),
             Stop::Cancelled => "cancellation".into(),
+            Stop::Steps => "the step allowance".into(),
         };
         format!(
             "{} stopped at {bound} after linearizing {} of {} ops that surely took effect \

@@ -78,6 +78,7 @@ mod fxhash;
 mod generate;
 mod model;
 pub mod models;
+mod perkey;
 mod prepare;
 mod run;
 mod search;

@@ -25,8 +25,9 @@ pub enum Completion {
 /// an order of those ops, consistent with real time, in which every step succeeds.
 /// States are interned (hashed once, then handled as small ids), so they need `Hash + Eq`.
 pub trait Model: Send + Sync {
-    /// The object's state. Hashed and compared for the search's memo.
-    type State: Clone + Eq + Hash + Debug + Send + Sync;
+    /// The object's state. Hashed and compared for the search's memo. (`'static` so a
+    /// large search's states can be freed on a background thread.)
+    type State: Clone + Eq + Hash + Debug + Send + Sync + 'static;
     /// A model op: the operation with its argument and, when known, its result.
     type Op: Clone + Eq + Hash + Debug + Send + Sync;
 
@@ -44,6 +45,12 @@ pub trait Model: Send + Sync {
     /// The state as JSON, for counterexamples.
     fn state_json(&self, state: &Self::State) -> Value {
         Value::String(format!("{state:?}"))
+    }
+
+    /// Approximate bytes one state occupies, heap included, for the memory bound. The
+    /// default counts only the inline size; override it for states that own heap data.
+    fn state_bytes(&self, state: &Self::State) -> usize {
+        std::mem::size_of_val(state)
     }
 
     /// True if a bounded number of states is reachable, so the search may first try a

@@ -157,6 +157,10 @@ impl Model for KvModel {
     type State = String;
     type Op = KvOp;
 
+    fn state_bytes(&self, state: &String) -> usize {
+        std::mem::size_of::<String>() + state.capacity()
+    }
+
     fn init(&self) -> String {
         String::new()
     }
@@ -218,6 +222,10 @@ impl Model for ListAppendModel {
     type State = Vec<Val>;
     type Op = ListOp;
 
+    fn state_bytes(&self, state: &Vec<Val>) -> usize {
+        std::mem::size_of::<Vec<Val>>() + state.capacity() * std::mem::size_of::<Val>()
+    }
+
     fn init(&self) -> Vec<Val> {
         Vec::new()
     }
@@ -264,6 +272,11 @@ pub struct SetModel;
 impl Model for SetModel {
     type State = BTreeSet<Val>;
     type Op = SetOp;
+
+    fn state_bytes(&self, state: &BTreeSet<Val>) -> usize {
+        // B-tree nodes hold up to 11 elements; count them about two-thirds full.
+        std::mem::size_of::<BTreeSet<Val>>() + state.len() * (std::mem::size_of::<Val>() * 3 / 2)
+    }
 
     fn init(&self) -> BTreeSet<Val> {
         BTreeSet::new()
@@ -315,6 +328,10 @@ pub struct QueueModel;
 impl Model for QueueModel {
     type State = VecDeque<Val>;
     type Op = QueueOp;
+
+    fn state_bytes(&self, state: &VecDeque<Val>) -> usize {
+        std::mem::size_of::<VecDeque<Val>>() + state.capacity() * std::mem::size_of::<Val>()
+    }
 
     fn init(&self) -> VecDeque<Val> {
         VecDeque::new()
@@ -474,6 +491,11 @@ impl Model for MultiRegisterModel {
     type State = BTreeMap<Arc<str>, Val>;
     type Op = Vec<MicroOp>;
 
+    fn state_bytes(&self, state: &Self::State) -> usize {
+        let entry = std::mem::size_of::<(Arc<str>, Val)>();
+        std::mem::size_of::<Self::State>() + state.len() * (entry * 3 / 2)
+    }
+
     fn init(&self) -> Self::State {
         BTreeMap::new()
     }
@@ -538,60 +560,4 @@ impl Model for MultiRegisterModel {
     }
 }
 
-/// Runs a per-object model over a keyed history as one object: one sub-state per key
-/// (keys not yet touched are at the inner model's initial state). Used for `--no-split`.
-#[derive(Debug, Clone)]
-pub struct PerKey<M>(pub M);
-
-impl<M: Model> Model for PerKey<M> {
-    /// Sorted (key, sub-state) pairs; untouched keys are absent.
-    type State = Vec<(Option<Arc<str>>, M::State)>;
-    type Op = (Option<Arc<str>>, M::Op);
-
-    fn init(&self) -> Self::State {
-        Vec::new()
-    }
-
-    fn op(&self, pair: &OpPair, completion: Completion) -> Result<Option<Self::Op>, String> {
-        let key = pair.key_string().map(|k| Arc::from(k.as_str()));
-        Ok(self.0.op(pair, completion)?.map(|o| (key, o)))
-    }
-
-    fn step(&self, state: &Self::State, (key, op): &Self::Op) -> Option<Self::State> {
-        match state.binary_search_by(|(k, _)| k.cmp(key)) {
-            Ok(i) => {
-                let sub = self.0.step(&state[i].1, op)?;
-                let mut s = state.clone();
-                s[i].1 = sub;
-                Some(s)
-            }
-            Err(i) => {
-                let sub = self.0.step(&self.0.init(), op)?;
-                let mut s = state.clone();
-                s.insert(i, (key.clone(), sub));
-                Some(s)
-            }
-        }
-    }
-
-    fn state_json(&self, state: &Self::State) -> Value {
-        Value::Object(
-            state
-                .iter()
-                .map(|(k, s)| (k.as_deref().unwrap_or("").to_string(), self.0.state_json(s)))
-                .collect(),
-        )
-    }
-
-    fn prunable(&self, _required: &[&Self::Op], optional: &[&Self::Op]) -> Vec<bool> {
-        vec![false; optional.len()]
-    }
-
-    fn footprint(&self, (key, _): &Self::Op) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        // u64::MAX is the search's "no footprint" marker.
-        Some(h.finish().min(u64::MAX - 1))
-    }
-}
+pub use super::perkey::PerKey;

@@ -4,11 +4,10 @@ use super::explain::{explain_invalid, explain_stopped};
 use super::model::Model;
 use super::models::PerKey;
 use super::prepare::prepare;
-use super::search::{search, Budget, Mode, Outcome, Part, Stop};
+use super::search::{search, Budget, Mode, Outcome, Part, Progress, Stop};
 use super::LinearizabilityOptions;
 use crate::history::History;
 use crate::verdict::{CheckResult, Validity};
-use rayon::prelude::*;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -71,16 +70,7 @@ fn run<M: Model>(
         used_memory: AtomicU64::new(0),
         cancel: AtomicBool::new(false),
     };
-    let verdicts: Vec<PartVerdict<M::State>> = parts
-        .par_iter()
-        .map(|part| {
-            let v = check_part(model, part, &budget);
-            if matches!(v, PartVerdict::Invalid(_)) {
-                budget.cancel.store(true, Ordering::Relaxed);
-            }
-            v
-        })
-        .collect();
+    let verdicts = check_parts(model, &parts, &budget);
 
     // Report the invalid part with the smallest key, so the result is deterministic.
     let invalid = parts
@@ -120,30 +110,121 @@ fn run<M: Model>(
     r
 }
 
-fn check_part<M: Model>(model: &M, part: &Part<M::Op>, budget: &Budget) -> PartVerdict<M::State> {
+/// A part's first step allowance; each retry multiplies it by [`ROUND_GROWTH`]. Growing
+/// allowances let a quickly refuted part cancel the check even when other parts would
+/// search for minutes (as Porcupine gets from one goroutine per part); the work repeated
+/// across retries is at most 1 / (ROUND_GROWTH - 1) of the last attempt's.
+const FIRST_ROUND_STEPS: u64 = 1 << 20;
+const ROUND_GROWTH: u64 = 8;
+/// Allowances at or above this are unlimited.
+const UNLIMITED_FROM: u64 = 1 << 40;
+
+/// Checks every part until each is decided, one is refuted, or a bound stops the check.
+/// Workers take the pending attempt with the smallest allowance from a shared queue, so
+/// cheap parts are decided first and no worker waits at a round barrier.
+fn check_parts<M: Model>(
+    model: &M,
+    parts: &[Part<M::Op>],
+    budget: &Budget,
+) -> Vec<PartVerdict<M::State>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::sync::Mutex;
+
+    // A lone part has nothing to interleave with: restarting would only repeat work.
+    let first = if parts.len() == 1 {
+        u64::MAX
+    } else {
+        FIRST_ROUND_STEPS
+    };
+    let queue: Mutex<BinaryHeap<Reverse<(u64, usize)>>> =
+        Mutex::new((0..parts.len()).map(|i| Reverse((first, i))).collect());
+    let verdicts: Mutex<Vec<Option<PartVerdict<M::State>>>> =
+        Mutex::new(parts.iter().map(|_| None).collect());
+    let workers = rayon::current_num_threads().clamp(1, parts.len().max(1));
+    rayon::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|_| {
+                // Bounded: each part is retried at most ~13 times before its allowance
+                // becomes unlimited, and then it gets a final verdict.
+                loop {
+                    if budget.cancel.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                    let Some(Reverse((steps, i))) = next else {
+                        break;
+                    };
+                    let v = check_part(model, &parts[i], budget, steps);
+                    match v {
+                        PartVerdict::Stopped(Stop::Steps, _) => {
+                            let grown = steps.saturating_mul(ROUND_GROWTH);
+                            let grown = if grown >= UNLIMITED_FROM {
+                                u64::MAX
+                            } else {
+                                grown
+                            };
+                            queue
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(Reverse((grown, i)));
+                        }
+                        v => {
+                            if matches!(v, PartVerdict::Invalid(_)) {
+                                budget.cancel.store(true, Ordering::Relaxed);
+                            }
+                            verdicts.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(v);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    verdicts
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|v| {
+            v.unwrap_or(PartVerdict::Stopped(
+                Stop::Cancelled,
+                Progress {
+                    best_prefix: Vec::new(),
+                    best_required: 0,
+                    total_required: 0,
+                    best_state: model.init(),
+                    memo_entries: 0,
+                    memo_bytes: 0,
+                },
+            ))
+        })
+        .collect()
+}
+
+fn check_part<M: Model>(
+    model: &M,
+    part: &Part<M::Op>,
+    budget: &Budget,
+    steps: u64,
+) -> PartVerdict<M::State> {
     let has_optional = part.ops.iter().any(|o| !o.required);
     if has_optional {
         if model.small_state_space() {
-            match search(model, part, Mode::Relaxed, budget) {
+            match search(model, part, Mode::Relaxed, budget, steps) {
                 Outcome::Linearizable { exact: true } => return PartVerdict::Valid,
                 Outcome::NotLinearizable(p) => return PartVerdict::Invalid(p),
-                Outcome::Stopped(Stop::Cancelled, p) => {
-                    return PartVerdict::Stopped(Stop::Cancelled, p)
-                }
-                // Inconclusive (or out of budget, and then the next search stops too).
-                _ => {}
+                Outcome::Stopped(s, p) => return PartVerdict::Stopped(s, p),
+                // A relaxed order that reuses an indeterminate op proves nothing.
+                Outcome::Linearizable { exact: false } => {}
             }
         }
-        match search(model, part, Mode::Greedy, budget) {
+        match search(model, part, Mode::Greedy, budget, steps) {
             Outcome::Linearizable { .. } => return PartVerdict::Valid,
-            Outcome::Stopped(Stop::Cancelled, p) => {
-                return PartVerdict::Stopped(Stop::Cancelled, p)
-            }
-            _ => {}
+            Outcome::Stopped(s, p) => return PartVerdict::Stopped(s, p),
+            // The greedy memo may cut real paths, so its failure proves nothing.
+            Outcome::NotLinearizable(_) => {}
         }
     }
-    let o = search(model, part, Mode::Exact, budget);
-    match o {
+    match search(model, part, Mode::Exact, budget, steps) {
         Outcome::Linearizable { .. } => PartVerdict::Valid,
         Outcome::NotLinearizable(p) => PartVerdict::Invalid(p),
         Outcome::Stopped(s, p) => PartVerdict::Stopped(s, p),

@@ -14,6 +14,11 @@
 //! - optional ops with identical model ops are interchangeable, and an earlier-invoked one
 //!   is available wherever a later one is, so only the earliest unused op of each class is
 //!   tried (the used ops of a class are always a prefix of it in invoke order);
+//! - the exact search's memo is a dominance memo: a configuration whose used optional ops
+//!   are a superset of those of a seen configuration with the same placed required ops
+//!   and state is cut (it has the same window and state and fewer ops left). This turns
+//!   the 2^k subsets of k indeterminate ops into a few antichains (etcd_002: 912k
+//!   iterations down to 15k);
 //! - candidates: required ops first, optional ops only when no required op fits;
 //! - focus on the next deadline: let R be the unplaced required op that completes first.
 //!   If every candidate has a footprint (see [`Model::footprint`]), only candidates with
@@ -76,6 +81,9 @@ pub(crate) enum Stop {
     Time,
     Memory,
     Cancelled,
+    /// The search's step allowance for this round ran out; the driver retries the part
+    /// with a larger one, so no part can starve the others.
+    Steps,
 }
 
 /// How far a search got.
@@ -88,7 +96,7 @@ pub(crate) struct Progress<S> {
     pub total_required: usize,
     /// The model state after the best prefix.
     pub best_state: S,
-    /// Memo entries and their estimated bytes.
+    /// Memo entries, and the estimated bytes of memo, interned states and transitions.
     pub memo_entries: usize,
     pub memo_bytes: u64,
 }
@@ -118,6 +126,12 @@ struct Frame {
 /// allocator rounding.
 const MEMO_ENTRY_OVERHEAD: u64 = 48;
 
+/// A cached transition: key, target and control byte, with the table's slack.
+const TRANS_ENTRY_BYTES: u64 = 24;
+
+/// Per-state overhead beyond the state itself: the index's slot and id.
+const STATE_ENTRY_OVERHEAD: u64 = 16;
+
 /// How the search treats optional (indeterminate) ops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -137,6 +151,7 @@ pub(crate) fn search<M: Model>(
     part: &Part<M::Op>,
     mode: Mode,
     budget: &Budget,
+    max_steps: u64,
 ) -> Outcome<M::State> {
     let relaxed = mode == Mode::Relaxed;
     let mark_optional = mode == Mode::Exact;
@@ -190,7 +205,27 @@ pub(crate) fn search<M: Model>(
     let mut trans: FxHashMap<u64, u32> = FxHashMap::default();
 
     let words = n / 64 + 1;
+    // `bits` marks placed required ops. Optional ops' bits stay set, so the memo key's
+    // trimming of finished words still works; the exact search tracks them in `used_bits`.
     let mut bits = vec![0u64; words];
+    let mut opt_index = vec![0u32; n];
+    let mut n_optional = 0usize;
+    for (i, o) in ops.iter().enumerate() {
+        if !o.required {
+            bits[i / 64] |= 1 << (i % 64);
+            opt_index[i] = n_optional as u32;
+            n_optional += 1;
+        }
+    }
+    let opt_words = n_optional / 64 + 1;
+    let mut used_bits = vec![0u64; opt_words];
+    // Dominance memo of the exact search with optional ops: (placed required ops, state)
+    // -> the sets of used optional ops seen with it. A configuration that has used a
+    // superset of a seen set's optional ops can do no more than the seen one (same window,
+    // same state, fewer ops left), so it is cut. Equal sets are the plain memo's rule.
+    let dominance = mark_optional && n_optional > 0;
+    let mut dmemo: FxHashMap<Box<[u64]>, Vec<u64>> = FxHashMap::default();
+    let mut memo_entries = 0usize;
     let mut memo: FxHashSet<Box<[u64]>> = FxHashSet::default();
     let mut memo_bytes: u64 = 0;
     let mut reported_bytes: u64 = 0;
@@ -246,8 +281,13 @@ pub(crate) fn search<M: Model>(
         }
         iterations += 1;
         if iterations & 1023 == 0 {
-            let delta = memo_bytes - reported_bytes;
-            reported_bytes = memo_bytes;
+            // The tables' own slots, which grow in jumps (a resize doubles them).
+            let slots = (memo.capacity() + dmemo.capacity()) * 17
+                + state_ids.capacity() * (std::mem::size_of::<M::State>() + 5)
+                + trans.capacity() * 13;
+            let current = memo_bytes + slots as u64;
+            let delta = current.saturating_sub(reported_bytes);
+            reported_bytes = reported_bytes.max(current);
             let total = budget.used_memory.fetch_add(delta, Ordering::Relaxed) + delta;
             if budget.cancel.load(Ordering::Relaxed) {
                 break Some(Stop::Cancelled);
@@ -257,6 +297,9 @@ pub(crate) fn search<M: Model>(
             }
             if budget.deadline.is_some_and(|d| Instant::now() >= d) {
                 break Some(Stop::Time);
+            }
+            if iterations >= max_steps {
+                break Some(Stop::Steps);
             }
         }
         if entry != NIL && is_call[entry as usize] {
@@ -280,6 +323,9 @@ pub(crate) fn search<M: Model>(
                             Some(next_state) => match state_ids.get(&next_state) {
                                 Some(&id) => id,
                                 None => {
+                                    // Held twice (the list and the index), plus a slot.
+                                    memo_bytes += 2 * model.state_bytes(&next_state) as u64
+                                        + STATE_ENTRY_OVERHEAD;
                                     let id = states.len() as u32;
                                     states.push(next_state.clone());
                                     state_ids.insert(next_state, id);
@@ -288,19 +334,43 @@ pub(crate) fn search<M: Model>(
                             },
                         };
                         trans.insert(tkey, s);
+                        memo_bytes += TRANS_ENTRY_BYTES;
                         s
                     }
                 };
                 if ns != NO_STATE {
                     let lift = po.required || !relaxed;
-                    let mark = po.required || mark_optional;
-                    if mark {
+                    let oi = opt_index[o as usize] as usize;
+                    if po.required {
                         bits[o as usize / 64] |= 1 << (o % 64);
+                    } else if mark_optional {
+                        used_bits[oi / 64] |= 1 << (oi % 64);
                     }
                     let key = memo_key(&bits, ns);
                     let key_bytes = key.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
-                    if memo.insert(key) {
+                    let fresh = if dominance {
+                        let seen = dmemo.entry(key).or_default();
+                        let dominated = seen.chunks(opt_words).any(|u| {
+                            u.iter()
+                                .zip(&used_bits)
+                                .all(|(&seen_w, &w)| seen_w & !w == 0)
+                        });
+                        if !dominated {
+                            if seen.is_empty() {
+                                memo_bytes += key_bytes;
+                            }
+                            seen.extend_from_slice(&used_bits);
+                            memo_bytes += opt_words as u64 * 8;
+                        }
+                        !dominated
+                    } else if memo.insert(key) {
                         memo_bytes += key_bytes;
+                        true
+                    } else {
+                        false
+                    };
+                    if fresh {
+                        memo_entries += 1;
                         stack.push(Frame {
                             entry,
                             focus,
@@ -333,8 +403,10 @@ pub(crate) fn search<M: Model>(
                         phase = 0;
                         continue;
                     }
-                    if mark {
+                    if po.required {
                         bits[o as usize / 64] &= !(1 << (o % 64));
+                    } else if mark_optional {
+                        used_bits[oi / 64] &= !(1 << (oi % 64));
                     }
                 }
             }
@@ -354,7 +426,12 @@ pub(crate) fn search<M: Model>(
         let po = &ops[f.op as usize];
         state = f.prev_state;
         if f.lifted {
-            bits[f.op as usize / 64] &= !(1 << (f.op % 64));
+            if po.required {
+                bits[f.op as usize / 64] &= !(1 << (f.op % 64));
+            } else if mark_optional {
+                let oi = opt_index[f.op as usize] as usize;
+                used_bits[oi / 64] &= !(1 << (oi % 64));
+            }
             if po.required {
                 restore(&mut next, &mut prev, ret_entry[f.op as usize]);
                 remaining += 1;
@@ -377,19 +454,30 @@ pub(crate) fn search<M: Model>(
             best,
             best_required,
             &states[best_state as usize],
-            memo.len(),
-            memo_bytes,
+            memo_entries,
+            memo_bytes.max(reported_bytes),
         )
     };
-    match stop {
+    let outcome = match stop {
         Some(s) => Outcome::Stopped(s, prog(&best)),
         None if remaining == 0 => {
             let exact = !relaxed || relaxed_is_real(ops, &stack);
             Outcome::Linearizable { exact }
         }
         None => Outcome::NotLinearizable(prog(&best)),
+    };
+    // Freeing millions of memo entries and states takes seconds (5 s for 1M states of
+    // an unsplit map), which would overrun the time limit: hand big ones to a thread.
+    if memo_entries + states.len() > LARGE_SEARCH {
+        let garbage = (memo, dmemo, states, state_ids, trans);
+        // If no thread can be had, the failed spawn frees them here: late but correct.
+        let _ = std::thread::Builder::new().spawn(move || drop(garbage));
     }
+    outcome
 }
+
+/// Memo entries plus states above which a search's tables are freed in the background.
+const LARGE_SEARCH: usize = 100_000;
 
 /// Whether a relaxed linearization (optional ops reusable) can be made real by giving
 /// each use of an optional class its own member of that class.
