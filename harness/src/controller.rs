@@ -20,7 +20,7 @@ use anyhow::Context;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use splitbrain_checkers::{History, Op, OpType, Process};
-use splitbrain_nemesis::{ClusterControl, Nemesis, NemesisRecorder, NemesisSpec};
+use splitbrain_nemesis::{Nemesis, NemesisRecorder, NemesisSpec};
 use splitbrain_reports::{history_stats, RunSummary};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -410,7 +410,6 @@ async fn drive(
         }
         // Fresh process ids above every one the main phase could have used.
         let base = 1_000_000u64;
-        let _ = cluster.leaders().await;
         for (n, inv) in final_reads.iter().enumerate() {
             if cancel.is_cancelled() {
                 break;

@@ -449,27 +449,11 @@ impl Runner {
     /// did not happen.
     fn expire(&mut self) {
         let now = Instant::now();
-        let late: Vec<u64> = self
-            .writes
-            .iter()
-            .filter(|(_, w)| w.deadline <= now)
-            .map(|(&i, _)| i)
-            .collect();
-        for index in late {
-            if let Some(w) = self.writes.remove(&index) {
-                let _ = w.reply.send(json!({"type": "info", "error": "timeout"}));
-            }
+        for w in drain_expired(&mut self.writes, now, |w| w.deadline) {
+            let _ = w.reply.send(json!({"type": "info", "error": "timeout"}));
         }
-        let late: Vec<u64> = self
-            .reads
-            .iter()
-            .filter(|(_, r)| r.deadline <= now)
-            .map(|(&c, _)| c)
-            .collect();
-        for ctx in late {
-            if let Some(r) = self.reads.remove(&ctx) {
-                let _ = r.reply.send(json!({"type": "fail", "error": "timeout"}));
-            }
+        for r in drain_expired(&mut self.reads, now, |r| r.deadline) {
+            let _ = r.reply.send(json!({"type": "fail", "error": "timeout"}));
         }
     }
 
@@ -488,4 +472,20 @@ impl Runner {
 fn fatal(e: &dyn std::fmt::Display) -> ! {
     eprintln!("splitbrain-kv: fatal: {e}");
     std::process::exit(70);
+}
+
+/// Removes and returns the waiters whose deadline has passed.
+fn drain_expired<W>(
+    waiters: &mut BTreeMap<u64, W>,
+    now: Instant,
+    deadline: impl Fn(&W) -> Instant,
+) -> Vec<W> {
+    let late: Vec<u64> = waiters
+        .iter()
+        .filter(|(_, w)| deadline(w) <= now)
+        .map(|(&k, _)| k)
+        .collect();
+    late.into_iter()
+        .filter_map(|k| waiters.remove(&k))
+        .collect()
 }
