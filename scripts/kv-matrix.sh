@@ -17,12 +17,14 @@ rows=(
   "correct|--nemesis partition,kill,pause"
   "correct-3n|--nodes 3 --nemesis partition,kill,pause"
   "correct-4shards|--shards 4 --nemesis partition,kill,pause"
+  "correct-3n-4shards|--nodes 3 --shards 4 --nemesis partition,kill,pause"
   "stale-read|--bug stale-read --nemesis partition"
   "ack-before-commit|--bug ack-before-commit --nemesis partition,kill"
   "no-fsync|--bug no-fsync --nemesis kill"
   "vote-without-log-check|--bug vote-without-log-check --nemesis partition,kill"
   "commit-old-term|--bug commit-old-term --nemesis partition,kill"
-  "lease-no-margin|--bug lease-no-margin --read-mode lease --nemesis clock,partition"
+  "lease-no-margin|--bug lease-no-margin --read-mode lease --nemesis partition,clock --nemesis-interval 2"
+  "correct-lease|--read-mode lease --nemesis partition,clock --nemesis-interval 2"
 )
 verdict() {
   case $1 in 0) echo valid ;; 1) echo INVALID ;; 3) echo unknown ;; *) echo "error($1)" ;; esac

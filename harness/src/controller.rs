@@ -19,7 +19,7 @@ use crate::workload::{OpGenerator, Workload, WorkloadOptions};
 use anyhow::Context;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use splitbrain_checkers::{History, Op, OpType, Process};
+use splitbrain_checkers::{CheckResult, History, Op, OpType, Process, Validity};
 use splitbrain_nemesis::{Nemesis, NemesisRecorder, NemesisSpec};
 use splitbrain_reports::{history_stats, RunSummary};
 use std::net::SocketAddr;
@@ -279,9 +279,25 @@ pub async fn run_test(
     let cluster = match cluster {
         Ok(c) => Arc::new(c),
         Err(e) => {
-            let _ = recorder.finish();
+            let ops = recorder.finish().unwrap_or_default();
             crate::mesh::stop_mesh(mesh.as_deref()).await;
-            return Err(anyhow::Error::new(e).context("starting the cluster"));
+            let e = anyhow::Error::new(e).context("starting the cluster");
+            // A run that never started still leaves results.json, so a CI gate reading
+            // it sees why instead of a missing file.
+            let history = History::new(ops).unwrap_or_default();
+            let result = CheckResult::new("cluster", Validity::Unknown, format!("{e:#}"));
+            let mut summary = RunSummary::new(
+                spec.name.clone(),
+                Some(run_dir.path.display().to_string()),
+                vec![result],
+                history_stats(&history),
+                Some(spec.seed),
+            );
+            summary.incomplete = Some("the cluster did not start".into());
+            if let Err(w) = crate::check::write_outputs(&run_dir.path, &summary, &history) {
+                eprintln!("splitbrain: could not write results: {w:#}");
+            }
+            return Err(e);
         }
     };
     let nemesis = Nemesis::with_mesh(nemesis_spec, mesh.clone());

@@ -265,3 +265,35 @@ fn sigint_mid_run_tears_down_and_leaves_a_parseable_history() {
     assert!(n > 200);
     assert!(store.path().join("latest/results.json").exists());
 }
+
+#[test]
+fn a_cluster_that_cannot_start_exits_4_and_still_writes_results() {
+    let store = tempfile::tempdir().unwrap();
+    // `false` exits at once: the node never becomes ready.
+    let out = splitbrain()
+        .args([
+            "test",
+            "--nodes",
+            "1",
+            "--time-limit",
+            "2",
+            "--nemesis",
+            "none",
+            "--no-progress",
+            "--target-bin",
+            "/bin/false",
+        ])
+        .arg("--store")
+        .arg(store.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
+    assert!(stderr.contains("starting the cluster"), "{stderr}");
+    let results = store.path().join("latest/results.json");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&results).expect("results.json written")).unwrap();
+    assert_eq!(v["valid"], "unknown", "{v}");
+    assert_eq!(v["results"][0]["checker"], "cluster");
+    assert!(v["incomplete"].as_str().unwrap().contains("did not start"));
+}

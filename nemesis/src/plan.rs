@@ -94,7 +94,11 @@ pub enum FaultAction {
     Clock {
         /// Bump, strobe or skew.
         mode: ClockMode,
-        /// The nodes whose clocks move.
+        /// How the nodes were chosen (`leader` is resolved when the fault starts).
+        #[serde(default)]
+        target: Target,
+        /// The nodes whose clocks move (empty for `Leader`, resolved at run time).
+        #[serde(default)]
         nodes: Vec<String>,
         /// The offset (bump, strobe) or the drift per second (skew), in milliseconds.
         offset_ms: i64,

@@ -72,8 +72,52 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         );
         timeline(&class_kinds, n, class_iv, duration_ms, &mut rng, &mut out);
     }
+    if kinds.contains(&"clock") && kinds.contains(&"partition") {
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_c10c_0a11_9e00);
+        align_clock_faults(&mut out, &mut rng);
+    }
     out.sort_by_key(|f| f.at_ms);
     out
+}
+
+/// Moves clocks where it matters: a clock that jumps back on a leader that has just been
+/// cut off is what stretches a lease past the election of its successor (a jump before
+/// the cut only shifts the clock the lease is measured on). So, when both partitions and
+/// clock faults are asked for, three partitions in four get a clock fault on whoever leads
+/// when it starts (resolved then), jumping back 1-5 s shortly after the cut and lasting
+/// until the heal; random clock faults overlapping it are dropped, as a class's faults
+/// never overlap.
+fn align_clock_faults(out: &mut Vec<PlannedFault>, rng: &mut ChaCha8Rng) {
+    let partitions: Vec<(u64, u64)> = out
+        .iter()
+        .filter(|f| matches!(f.action, FaultAction::Partition { .. }))
+        .map(|f| (f.at_ms, f.for_ms))
+        .collect();
+    for (at_ms, for_ms) in partitions {
+        if !rng.gen_bool(0.75) {
+            continue;
+        }
+        // after the cut, but well inside the lease the leader last renewed
+        let delay = rng.gen_range(20..=100u64).min(for_ms / 2);
+        let aligned = PlannedFault {
+            at_ms: at_ms + delay,
+            for_ms: (for_ms - delay).max(1),
+            action: FaultAction::Clock {
+                mode: ClockMode::Bump,
+                target: Target::Leader,
+                nodes: Vec::new(),
+                offset_ms: -rng.gen_range(1_000..=5_000i64),
+                period_ms: 0,
+            },
+        };
+        let (start, end) = (aligned.at_ms, aligned.at_ms + aligned.for_ms);
+        out.retain(|f| {
+            !matches!(f.action, FaultAction::Clock { .. })
+                || f.at_ms + f.for_ms <= start
+                || f.at_ms >= end
+        });
+        out.push(aligned);
+    }
 }
 
 fn timeline(
@@ -119,7 +163,8 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
         "partition" => partition(n, rng),
         "clock" => {
             let mode = [ClockMode::Bump, ClockMode::Strobe, ClockMode::Skew][rng.gen_range(0..3)];
-            let target = [Target::One, Target::Minority, Target::All][rng.gen_range(0..3)];
+            let target =
+                [Target::One, Target::Minority, Target::All, Target::Leader][rng.gen_range(0..4)];
             let sign = if rng.gen_bool(0.5) { 1 } else { -1 };
             let (offset_ms, period_ms) = match mode {
                 ClockMode::Bump => (rng.gen_range(100..=10_000), 0),
@@ -128,6 +173,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             };
             FaultAction::Clock {
                 mode,
+                target,
                 nodes: names(&pick(target, n, rng)),
                 offset_ms: sign * offset_ms,
                 period_ms,

@@ -77,6 +77,51 @@ fn schedule_respects_duration_kinds_and_nodes() {
 }
 
 #[test]
+fn clock_faults_strike_leaders_cut_off_by_partitions() {
+    for seed in 0..20 {
+        let p = plan("partition,clock", seed, 5);
+        let parts: Vec<(u64, u64)> = p
+            .iter()
+            .filter(|f| matches!(f.action, FaultAction::Partition { .. }))
+            .map(|f| (f.at_ms, f.at_ms + f.for_ms))
+            .collect();
+        let clocks: Vec<&PlannedFault> = p
+            .iter()
+            .filter(|f| matches!(f.action, FaultAction::Clock { .. }))
+            .collect();
+        // clock faults still never overlap one another
+        for w in clocks.windows(2) {
+            assert!(
+                w[0].at_ms + w[0].for_ms <= w[1].at_ms,
+                "seed {seed}: overlap"
+            );
+        }
+        let aligned: Vec<&&PlannedFault> = clocks
+            .iter()
+            .filter(|f| {
+                matches!(f.action, FaultAction::Clock { target: Target::Leader, offset_ms, .. }
+                    if offset_ms <= -1000)
+                    && parts
+                        .iter()
+                        .any(|&(s, e)| f.at_ms > s && f.at_ms <= s + 100 && f.at_ms + f.for_ms == e)
+            })
+            .collect();
+        // three in four partitions carry one; 300 s at 2 s gives dozens of partitions
+        assert!(
+            aligned.len() * 4 >= parts.len() && aligned.len() < parts.len(),
+            "seed {seed}: {} aligned clock faults for {} partitions",
+            aligned.len(),
+            parts.len()
+        );
+    }
+    // without partitions the clock class is left as drawn
+    let alone = plan("clock", 3, 5);
+    assert!(alone
+        .iter()
+        .all(|f| matches!(f.action, FaultAction::Clock { .. })));
+}
+
+#[test]
 fn every_partition_shape_appears_and_blocks_something() {
     let mut shapes = BTreeSet::new();
     for seed in 0..10 {

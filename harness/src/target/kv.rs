@@ -37,7 +37,7 @@ const BUGS: &[BugInfo] = &[
     },
     BugInfo {
         name: "lease-no-margin",
-        description: "lease reads with no allowance for clock drift; a skewed clock lets two nodes serve reads (fault: clock)",
+        description: "lease reads with no allowance for clock drift; a leader whose clock jumps back after a partition cut it off keeps serving reads beside its successor (fault: partition,clock)",
     },
 ];
 

@@ -308,11 +308,12 @@ impl Nemesis {
             }
             FaultAction::Clock {
                 mode,
+                target,
                 nodes,
                 offset_ms,
                 period_ms,
             } => {
-                let nodes = match indices(nodes, n) {
+                let nodes = match self.resolve(cluster, k, *target, nodes, n).await {
                     Ok(v) => v,
                     Err(e) => {
                         recorder.record(
@@ -340,7 +341,8 @@ impl Nemesis {
                 };
                 self.state().clocks.extend(nodes.iter().copied());
                 errors.extend(set_offsets(cluster, &nodes, first).await);
-                let v = json!({"nodes": names(&nodes), "mode": mode, "offset_ms": offset_ms,
+                let v = json!({"nodes": names(&nodes), "target": target, "mode": mode,
+                               "offset_ms": offset_ms,
                                "period_ms": period.as_millis() as u64});
                 recorder.record("start-clock", with_error(v, &errors));
                 Started::Clock(job)
