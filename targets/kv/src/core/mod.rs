@@ -434,7 +434,7 @@ impl RaftCore {
     /// Advances time: elections for followers and candidates, heartbeats and the
     /// check-quorum step-down for leaders.
     pub fn tick(&mut self, now: i64) {
-        self.now = now;
+        self.observe_time(now);
         let timeout = self.cfg.election_timeout_ms;
         if self.role == Role::Leader {
             if !self.cfg.bugs.no_check_quorum && !self.has_recent_quorum() {
@@ -459,7 +459,7 @@ impl RaftCore {
 
     /// Handles one message from `from`.
     pub fn step(&mut self, now: i64, from: NodeId, msg: Message) {
-        self.now = now;
+        self.observe_time(now);
         if from == self.cfg.id || !self.cfg.voters.contains(&from) {
             return;
         }
@@ -501,7 +501,7 @@ impl RaftCore {
     /// Proposes a command (non-empty `data`). On the leader, appends it and returns its
     /// `(index, term)`: it is committed when an applied entry has that index and term.
     pub fn propose(&mut self, now: i64, data: Vec<u8>) -> Result<(u64, u64), NotLeader> {
-        self.now = now;
+        self.observe_time(now);
         if self.role != Role::Leader {
             return Err(NotLeader {
                 leader: self.leader,
@@ -541,6 +541,27 @@ impl RaftCore {
         } else {
             self.ready.storage.push(StorageOp::Append(entries));
         }
+    }
+
+    /// Takes the time of an input. A clock seen moving backwards would stretch every
+    /// interval measured on it, so the lease and the check-quorum window are moved back by
+    /// the jump and keep their length in real time (the node ticks every few
+    /// milliseconds, so a jump is seen within one tick; the drift margin covers that).
+    /// The `lease_no_margin` bug leaves them stretched.
+    fn observe_time(&mut self, now: i64) {
+        if now < self.now && !self.cfg.bugs.lease_no_margin {
+            let back = self.now - now;
+            if self.lease_until != i64::MIN {
+                self.lease_until = self.lease_until.saturating_sub(back);
+            }
+            for progress in self.progress.values_mut() {
+                progress.last_ack = progress.last_ack.saturating_sub(back);
+            }
+            for sent in self.round_sent.values_mut() {
+                *sent = sent.saturating_sub(back);
+            }
+        }
+        self.now = now;
     }
 
     fn reset_election_deadline(&mut self) {

@@ -15,7 +15,7 @@ impl RaftCore {
     /// a [`ReadState`] (serve the read once `index` is applied) or in `failed_reads`.
     /// On a follower, the request is forwarded to the leader (hedged reads).
     pub fn read_index(&mut self, now: i64, ctx: u64) -> Result<(), NotLeader> {
-        self.now = now;
+        self.observe_time(now);
         match self.role {
             Role::Leader => {
                 self.enqueue_read(ctx, None);
@@ -34,7 +34,7 @@ impl RaftCore {
     /// Lease read: `Some(index)` if this leader's lease is valid at `now`; serve the read
     /// once `index` is applied. `None`: fall back to [`RaftCore::read_index`].
     pub fn lease_read(&mut self, now: i64) -> Option<u64> {
-        self.now = now;
+        self.observe_time(now);
         if !self.cfg.bugs.lease_no_margin {
             // Jump guard: a clock that moved backwards must not stretch the lease beyond
             // its nominal length from now.

@@ -439,3 +439,40 @@ fn a_clock_jumping_back_stretches_only_the_bugged_lease() {
         assert_eq!(nodes[0].lease_read(after).is_some(), bug, "bug = {bug}");
     }
 }
+
+#[test]
+fn a_jump_back_seen_by_a_tick_does_not_stretch_the_correct_lease() {
+    // The jump is noticed when it happens (the node ticks), while the first read comes
+    // much later: a clamp applied only at read time would grant a fresh lease then.
+    for bug in [false, true] {
+        let mut nodes: Vec<RaftCore> = (1..=3)
+            .map(|id| {
+                let mut cfg = config(id, 3);
+                cfg.bugs.lease_no_margin = bug;
+                RaftCore::new(cfg, Persisted::default(), 0)
+            })
+            .collect();
+        elect(&mut nodes, 1, 0);
+        let sent = 10 * T + 50;
+        nodes[0].tick(sent);
+        settle(&mut nodes, sent, &[]);
+        // Cut off from here on. 5 ms later the clock jumps back 4 s; ticks go on.
+        let jump = 4000;
+        let mut t = sent + 5;
+        while t <= sent + 800 {
+            nodes[0].tick(t - jump);
+            t += 5;
+        }
+        // 800 ms of real time after the last quorum: far past any correct lease.
+        assert_eq!(
+            nodes[0].lease_read(sent + 800 - jump).is_some(),
+            bug,
+            "bug = {bug}"
+        );
+        assert_eq!(
+            nodes[0].role() == Role::Leader,
+            bug,
+            "check-quorum also runs in real time unless bugged (bug = {bug})"
+        );
+    }
+}
