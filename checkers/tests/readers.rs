@@ -295,6 +295,73 @@ fn malformed_json_names_file_line_and_reason() {
     assert!(err("[{\"index\":0,", None).starts_with("h.txt:1: expected a JSON array"));
 }
 
+#[test]
+fn json_lines_history_fails_like_the_op_reader() {
+    let good = r#"{"index":0,"process":0,"type":"invoke","f":"read"}"#;
+    let nested = format!("[{}]", "[".repeat(200) + &"]".repeat(200));
+    let bad_lines = [
+        r#"{"index":1,"process":0,"type":"ok","f":"read","value":1e400}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":"read","key":-1e999}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":"read","error":[1e999]}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":"read","value":[1,}"#.to_string(),
+        r#"{"index":1,"process":-1,"type":"ok","f":"read"}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":7}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok"}"#.to_string(),
+        r#"{"process":0,"type":"ok","f":"read"}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":"read","value":1,"value":2}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":"read"} x"#.to_string(),
+        format!(r#"{{"index":1,"process":0,"type":"ok","f":"read","value":{nested}}}"#),
+    ];
+    for bad in &bad_lines {
+        let text = format!("{good}\n\n{bad}\n");
+        let eager = err(&text, None);
+        assert!(
+            eager.starts_with("h.txt:3: expected a JSON op object"),
+            "{eager}"
+        );
+        let lazy = read_str(&text, Path::new("h.txt"), None)
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(lazy.to_string(), eager, "{bad}");
+    }
+}
+
+#[test]
+fn json_lines_errors_past_the_first_megabyte_name_the_right_line() {
+    // Big enough to be read in several parallel chunks, with blank lines among them.
+    let mut text = String::new();
+    for i in 0..40_000u64 {
+        let p = i % 7;
+        text.push_str(&format!(
+            "{{\"index\":{i},\"process\":{p},\"type\":\"invoke\",\"f\":\"write\",\"value\":[{i},\"padding-padding\"]}}\n"
+        ));
+        text.push_str(&format!(
+            "{{\"index\":{i},\"process\":{p},\"type\":\"ok\",\"f\":\"write\",\"value\":[{i},\"padding-padding\"]}}\n"
+        ));
+        if i % 1000 == 0 {
+            text.push_str("\n  \r\n");
+        }
+    }
+    assert!(text.len() > 3 << 20);
+    let history = read_str(&text, Path::new("big.jsonl"), None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(history.len(), 80_000);
+    let eager = read_ops(&text, Path::new("big.jsonl"), None).expect("valid");
+    let eager = splitbrain_checkers::History::new(eager).expect("well formed");
+    assert!(
+        history.ops() == eager.ops(),
+        "text-backed ops differ from parsed ops"
+    );
+    text.push_str("{\"index\":0,\"process\":0,\"type\":\"ok\"}\n");
+    let lazy = read_str(&text, Path::new("big.jsonl"), None)
+        .map(|_| ())
+        .unwrap_err();
+    let eager = read_ops(&text, Path::new("big.jsonl"), None)
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(lazy.to_string(), eager.to_string());
+    assert!(lazy.to_string().starts_with("big.jsonl:80081: "), "{lazy}");
+}
+
 // ---- round trips -------------------------------------------------------------------------
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -445,6 +512,13 @@ proptest! {
         let history = read_str(&text, Path::new("rt.jsonl"), None)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(history.ops(), &original[..]);
+        // The text-backed history pairs exactly like one built from parsed ops.
+        if let Ok(parsed) = splitbrain_checkers::History::new(original.clone()) {
+            let fresh = read_str(&text, Path::new("rt.jsonl"), None)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(fresh.pair_slots(), parsed.pair_slots());
+            prop_assert_eq!(fresh.pairs(), parsed.pairs());
+        }
     }
 
     #[test]
@@ -470,6 +544,12 @@ proptest! {
         for format in [None, Some(Format::JsonLines), Some(Format::JsonArray),
                        Some(Format::Edn), Some(Format::JepsenLog)] {
             let _ = read_ops(&text, Path::new("p"), format);
+        }
+        // JSON Lines read into a history (kept as text) fails where the op reader does,
+        // with the same message.
+        if let Err(e) = read_ops(&text, Path::new("p"), Some(Format::JsonLines)) {
+            let lazy = read_str(&text, Path::new("p"), Some(Format::JsonLines));
+            prop_assert_eq!(lazy.err().map(|e| e.to_string()), Some(e.to_string()));
         }
     }
 }

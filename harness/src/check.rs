@@ -89,12 +89,15 @@ pub fn run_checkers(history: &History, checkers: &[Box<dyn Checker>]) -> Vec<Che
 
 /// Guesses which checker fits a history from the shape of its ops.
 pub fn infer_workload(history: &History) -> &'static str {
-    let has = |f: &str| history.pairs().iter().any(|p| p.f == f);
+    // Slots and op names only: never materialize every op's value for a guess.
+    let slots = history.pair_slots();
+    let has = |f: &str| slots.iter().any(|s| history.op_f(s.invoke_pos) == Some(f));
     if has("txn") {
-        let appends = history.pairs().iter().any(|p| {
-            p.invoke_value
-                .as_array()
-                .is_some_and(|mops| mops.iter().any(|m| m[0] == "append"))
+        let appends = slots.iter().any(|s| {
+            history.op_value(s.invoke_pos).is_some_and(|v| {
+                v.as_array()
+                    .is_some_and(|mops| mops.iter().any(|m| m[0] == "append"))
+            })
         });
         return if appends {
             "list-append"

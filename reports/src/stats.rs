@@ -42,12 +42,17 @@ pub struct HistoryStats {
 /// Computes the figures of a history. Latency uses op times, so histories without times
 /// (Jepsen text logs) report zeros.
 pub fn history_stats(history: &History) -> HistoryStats {
-    let pairs = history.pairs();
+    // Slots and op times only, so a lazily read history's values are never parsed here.
+    let pairs = history.pair_slots();
     let counts = history.outcome_counts();
+    let time = |pos: usize| history.op_time(pos).unwrap_or(0);
     let mut latencies: Vec<u64> = pairs
         .iter()
         .filter(|p| p.outcome == Outcome::Ok)
-        .filter_map(|p| p.complete_time.map(|c| c.saturating_sub(p.invoke_time)))
+        .filter_map(|p| {
+            p.complete_pos
+                .map(|c| time(c).saturating_sub(time(p.invoke_pos)))
+        })
         .collect();
     latencies.sort_unstable();
     let pct = |q: f64| -> f64 {
@@ -57,8 +62,8 @@ pub fn history_stats(history: &History) -> HistoryStats {
         let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
         latencies[i.min(latencies.len() - 1)] as f64 / 1e6
     };
-    let first = history.ops().first().map(|o| o.time).unwrap_or(0);
-    let last = history.ops().last().map(|o| o.time).unwrap_or(0);
+    let first = time(0);
+    let last = history.len().checked_sub(1).map(time).unwrap_or(0);
     let duration_s = last.saturating_sub(first) as f64 / 1e9;
     let ops = pairs.len();
     HistoryStats {
@@ -83,7 +88,7 @@ pub fn history_stats(history: &History) -> HistoryStats {
             0.0
         },
         duration_s,
-        nemesis_events: history.nemesis_ops().count(),
+        nemesis_events: history.nemesis_count(),
     }
 }
 

@@ -67,9 +67,8 @@ impl Namer<'_> {
     /// The op (completion, or invoke if pending) as JSON.
     pub fn op_json(&self, t: u32) -> Value {
         self.history
-            .ops()
-            .get(self.index(t))
-            .and_then(|o| serde_json::to_value(o).ok())
+            .op(self.index(t))
+            .and_then(|o| serde_json::to_value(o.as_ref()).ok())
             .unwrap_or(Value::Null)
     }
 

@@ -28,6 +28,7 @@ mod list_append;
 mod model;
 mod rw_register;
 mod txn;
+mod txn_build;
 
 use crate::history::History;
 use crate::verdict::{CheckBounds, CheckResult, Checker, Validity};
@@ -52,7 +53,8 @@ pub enum ElleWorkload {
 pub struct ElleOptions {
     /// The consistency model the history must satisfy (default `strict-serializable`).
     pub consistency_model: String,
-    /// Overall time budget (memory is bounded by the history's size).
+    /// Overall time budget, and a memory budget for the checker's own tables (not the
+    /// history): over it, the verdict is `unknown` naming the bound.
     pub bounds: CheckBounds,
     /// rw-register: assume each key is sequentially consistent and infer versions
     /// from each process's order.
@@ -140,6 +142,21 @@ impl ElleChecker {
     fn unknown(&self, explanation: String) -> CheckResult {
         CheckResult::new(self.name(), Validity::Unknown, explanation)
     }
+
+    /// `unknown` naming the memory bound when `bytes` (the checker's own tables so far,
+    /// not the history) exceed it.
+    fn over_memory(&self, bytes: u64, stage: &str) -> Option<CheckResult> {
+        let max = self.options.bounds.max_memory?;
+        (bytes > max).then(|| {
+            let mut r = self.unknown(format!(
+                "stopped at the memory bound ({} MiB) while {stage}: the checker's tables need about {} MiB",
+                max >> 20,
+                bytes.div_ceil(1 << 20)
+            ));
+            r.details = json!({"workload": self.name(), "memory-bound-bytes": max, "needed-bytes": bytes});
+            r
+        })
+    }
 }
 
 impl Checker for ElleChecker {
@@ -162,6 +179,9 @@ impl Checker for ElleChecker {
         };
         let txns = txn::build(history, list);
         phase("intern", &mut phases);
+        if let Some(r) = self.over_memory(txns.heap_bytes(), "interning transactions") {
+            return r;
+        }
         let wrong_kind = if list {
             MopKind::Write
         } else {
@@ -174,7 +194,7 @@ impl Checker for ElleChecker {
             ));
         }
         if let Some(&pair) = txns.malformed.first() {
-            let index = history.pairs()[pair as usize].invoke_pos;
+            let index = history.pair_slots()[pair as usize].invoke_pos;
             return self.unknown(format!(
                 "{} transaction(s) are not lists of [f key value] micro-ops (the first is invoked at index {index})",
                 txns.malformed.len()
@@ -211,6 +231,16 @@ impl Checker for ElleChecker {
             _ => {}
         }
         phase("order-edges", &mut phases);
+        // The graph holds each edge again (4 + 1 bytes) plus an offset per transaction.
+        let graph_bytes = edges.src.capacity() as u64 * 9
+            + edges.src.len() as u64 * 5
+            + txns.txns.len() as u64 * 8;
+        if let Some(r) = self.over_memory(
+            txns.heap_bytes() + graph_bytes,
+            "building the dependency graph",
+        ) {
+            return r;
+        }
         let g = Graph::build(txns.txns.len(), edges);
         phase("graph", &mut phases);
         if g.edge_count() == 0 {

@@ -4,9 +4,11 @@
 //! element array, and every distinct (key, value) pair gets a dense "version" id so that
 //! per-version facts (writer, position in the version order) live in plain vectors.
 
-use crate::history::{History, Outcome};
+use crate::history::Outcome;
 use serde_json::Value;
 use std::collections::HashMap;
+
+pub(crate) use super::txn_build::build;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A small, fast, non-cryptographic hasher for integer keys (FxHash's mixing step).
@@ -115,16 +117,6 @@ pub(crate) struct Txns {
     pub unexpected: Vec<u32>,
 }
 
-struct Interner {
-    keys: FxMap<Scalar, u32>,
-    /// Per key, version ids indexed directly by small integer values (NONE: unseen).
-    dense: Vec<Vec<u32>>,
-    /// Fast path: (key << 32 | value) for values in 0..2^32, the common case.
-    small_versions: FxMap<u64, u32>,
-    versions: FxMap<(u32, Scalar), u32>,
-    others: HashMap<String, u32>,
-}
-
 impl Txns {
     pub fn mops_of(&self, t: &Txn) -> &[Mop] {
         &self.mops[t.mop_start as usize..(t.mop_start + t.mop_len) as usize]
@@ -190,179 +182,17 @@ impl Txns {
     pub fn num_keys(&self) -> usize {
         self.key_scalar.len()
     }
-}
 
-fn scalar(v: &Value, others: &mut HashMap<String, u32>, texts: &mut Vec<String>) -> Scalar {
-    if let Some(i) = v.as_i64() {
-        return Scalar::Int(i);
+    /// Approximate bytes held by these tables (for the memory bound).
+    pub fn heap_bytes(&self) -> u64 {
+        let texts: usize = self.other_text.iter().map(|t| t.capacity() + 24).sum();
+        (self.txns.capacity() * std::mem::size_of::<Txn>()
+            + self.mops.capacity() * std::mem::size_of::<Mop>()
+            + self.elems.capacity() * 4
+            + self.version_key.capacity() * 4
+            + self.version_value.capacity() * std::mem::size_of::<Scalar>()
+            + self.key_scalar.capacity() * std::mem::size_of::<Scalar>()
+            + texts
+            + (self.malformed.capacity() + self.unexpected.capacity()) * 4) as u64
     }
-    let text = match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let next = texts.len() as u32;
-    let id = *others.entry(text.clone()).or_insert(next);
-    if id == next {
-        texts.push(text);
-    }
-    Scalar::Other(id)
-}
-
-/// Micro-op function names, tolerant of EDN-style keywords (`:r`).
-fn mop_kind(f: &Value) -> Option<MopKind> {
-    let s = f.as_str()?;
-    match s.trim_start_matches(':') {
-        "r" => Some(MopKind::Read),
-        "w" => Some(MopKind::Write),
-        "append" => Some(MopKind::Append),
-        _ => None,
-    }
-}
-
-/// Builds compact transactions from every client op whose value is a list of micro-ops.
-/// `list_reads`: reads return lists (list-append) rather than single values.
-pub(crate) fn build(history: &History, list_reads: bool) -> Txns {
-    let mut out = Txns::default();
-    let mut small_versions = FxMap::default();
-    small_versions.reserve(history.pairs().len());
-    let mut int = Interner {
-        small_versions,
-        dense: Vec::new(),
-        keys: FxMap::default(),
-        versions: FxMap::default(),
-        others: HashMap::new(),
-    };
-    let pairs = history.pairs();
-    out.txns.reserve(pairs.len());
-    for (pi, p) in pairs.iter().enumerate() {
-        let pi = pi as u32;
-        let Value::Array(mops) = &p.value else {
-            if p.f == "txn" {
-                out.malformed.push(pi);
-            }
-            continue;
-        };
-        let mop_start = out.mops.len() as u32;
-        let mut ok = true;
-        for m in mops {
-            let Some(parts) = m.as_array().filter(|a| a.len() == 3) else {
-                ok = false;
-                break;
-            };
-            let Some(kind) = mop_kind(&parts[0]) else {
-                out.unexpected.push(pi);
-                ok = false;
-                break;
-            };
-            let ks = scalar(&parts[1], &mut int.others, &mut out.other_text);
-            let next_key = out.key_scalar.len() as u32;
-            let key = *int.keys.entry(ks).or_insert(next_key);
-            if key == next_key {
-                out.key_scalar.push(ks);
-                int.dense.push(Vec::new());
-            }
-            let version = |v: &Value, out: &mut Txns, int: &mut Interner| -> u32 {
-                let next = out.version_key.len() as u32;
-                if let Some(small) = v.as_u64().filter(|x| *x <= u32::MAX as u64) {
-                    // Dense per-key table while values stay small relative to its size,
-                    // so memory stays proportional to the versions seen.
-                    let table = &mut int.dense[key as usize];
-                    let s = small as usize;
-                    if s < table.len() || s < 2 * table.len() + 64 {
-                        if s >= table.len() {
-                            table.resize(s + 1, NONE);
-                        }
-                        if table[s] == NONE {
-                            let id = *int
-                                .small_versions
-                                .entry(((key as u64) << 32) | small)
-                                .or_insert(next);
-                            table[s] = id;
-                            if id == next {
-                                out.version_key.push(key);
-                                out.version_value.push(Scalar::Int(small as i64));
-                            }
-                        }
-                        return table[s];
-                    }
-                    let id = *int
-                        .small_versions
-                        .entry(((key as u64) << 32) | small)
-                        .or_insert(next);
-                    if id == next {
-                        out.version_key.push(key);
-                        out.version_value.push(Scalar::Int(small as i64));
-                    }
-                    return id;
-                }
-                let s = scalar(v, &mut int.others, &mut out.other_text);
-                let id = *int.versions.entry((key, s)).or_insert(next);
-                if id == next {
-                    out.version_key.push(key);
-                    out.version_value.push(s);
-                }
-                id
-            };
-            let mop = match kind {
-                MopKind::Write | MopKind::Append => {
-                    let a = version(&parts[2], &mut out, &mut int);
-                    Mop { kind, key, a, b: 0 }
-                }
-                MopKind::Read if list_reads => match &parts[2] {
-                    Value::Null => Mop {
-                        kind,
-                        key,
-                        a: 0,
-                        b: NONE,
-                    },
-                    Value::Array(items) => {
-                        let start = out.elems.len() as u32;
-                        for it in items {
-                            let e = version(it, &mut out, &mut int);
-                            out.elems.push(e);
-                        }
-                        Mop {
-                            kind,
-                            key,
-                            a: start,
-                            b: items.len() as u32,
-                        }
-                    }
-                    _ => {
-                        ok = false;
-                        break;
-                    }
-                },
-                MopKind::Read => match &parts[2] {
-                    Value::Null => Mop {
-                        kind,
-                        key,
-                        a: NONE,
-                        b: 0,
-                    },
-                    v => {
-                        let a = version(v, &mut out, &mut int);
-                        Mop { kind, key, a, b: 0 }
-                    }
-                },
-            };
-            out.mops.push(mop);
-        }
-        if !ok {
-            out.mops.truncate(mop_start as usize);
-            if out.unexpected.last().is_none_or(|u| *u != pi) {
-                out.malformed.push(pi);
-            }
-            continue;
-        }
-        out.txns.push(Txn {
-            outcome: p.outcome,
-            process: p.process,
-            invoke_pos: p.invoke_pos,
-            complete_pos: p.complete_pos.unwrap_or(usize::MAX),
-            mop_start,
-            mop_len: out.mops.len() as u32 - mop_start,
-        });
-    }
-    out
 }

@@ -4,17 +4,28 @@
 //! `invoke` followed, later, by exactly one completion from the same process. Checkers do
 //! not look at raw ops; they look at [`OpPair`]s, which carry the invoke and completion
 //! positions (real-time order), the outcome and the effective value.
+//!
+//! Big histories are cheap to hold: a history read from JSON Lines keeps the file's text
+//! and parses ops' values only when [`History::ops`] or [`History::pairs`] is first called.
+//! [`History::pair_slots`] (positions and outcomes), [`History::op_time`],
+//! [`History::op_f`], [`History::op_value`] and [`History::op`] answer without that, so
+//! summaries and checkers that read values themselves never pay for a `Value` per op.
 
 mod error;
+mod lazy;
 mod op;
+mod pairing;
 pub mod read;
+pub(crate) mod simple_json;
 pub mod write;
 
 pub use error::HistoryError;
 pub use op::{value_key_string, Op, OpType, Process};
 
+pub(crate) use lazy::{LineSource, NameTable, OpHead};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 /// How a client op ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,11 +94,44 @@ impl OpPair {
     }
 }
 
+/// A client op's pairing without its values: cheap to build and to keep, so checkers
+/// and summaries that only need positions and outcomes never touch the ops' JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairSlot {
+    /// The client process.
+    pub process: u64,
+    /// How the op ended.
+    pub outcome: Outcome,
+    /// Position of the invoke in [`History::ops`].
+    pub invoke_pos: usize,
+    /// Position of the completion in [`History::ops`]; `None` for `Pending`.
+    pub complete_pos: Option<usize>,
+}
+
+impl PairSlot {
+    /// Position of the op whose value is the pair's effective value: the completion of
+    /// an `ok`, the invoke otherwise (as [`OpPair::value`]).
+    pub fn value_pos(&self) -> usize {
+        match (self.outcome, self.complete_pos) {
+            (Outcome::Ok, Some(c)) => c,
+            _ => self.invoke_pos,
+        }
+    }
+}
+
 /// A recorded history, validated and paired.
+///
+/// Histories read from JSON Lines keep the file's text and materialize [`History::ops`]
+/// and [`History::pairs`] only when first asked for; [`History::pair_slots`],
+/// [`History::op_time`], [`History::op_f`] and [`History::op`] answer without that.
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    ops: Vec<Op>,
-    pairs: Vec<OpPair>,
+    ops: OnceLock<Vec<Op>>,
+    source: Option<Arc<LineSource>>,
+    heads: Vec<OpHead>,
+    names: Vec<String>,
+    slots: Vec<PairSlot>,
+    pairs: OnceLock<Vec<OpPair>>,
 }
 
 impl History {
@@ -97,47 +141,144 @@ impl History {
     /// process completes an op it never invoked, or invokes while its previous op is still
     /// open.
     pub fn new(mut ops: Vec<Op>) -> Result<History, HistoryError> {
+        let mut names = NameTable::default();
+        let mut heads = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter_mut().enumerate() {
             op.index = i as u64;
+            heads.push(OpHead {
+                time: op.time,
+                process: op.process,
+                op_type: op.op_type,
+                f: names.intern(&op.f),
+            });
         }
-        let pairs = pair_ops(&ops)?;
-        Ok(History { ops, pairs })
+        let mut h = History::from_heads(heads, names.names, None)?;
+        h.ops = OnceLock::from(ops);
+        Ok(h)
+    }
+
+    /// A history whose ops stay as text in `source` until asked for.
+    pub(crate) fn from_heads(
+        heads: Vec<OpHead>,
+        names: Vec<String>,
+        source: Option<Arc<LineSource>>,
+    ) -> Result<History, HistoryError> {
+        let slots = pairing::pair_heads(&heads, &names)?;
+        Ok(History {
+            ops: OnceLock::new(),
+            source,
+            heads,
+            names,
+            slots,
+            pairs: OnceLock::new(),
+        })
     }
 
     /// Every op, in order.
     pub fn ops(&self) -> &[Op] {
-        &self.ops
+        self.ops.get_or_init(|| match &self.source {
+            Some(s) => s.materialize(&self.heads, &self.names),
+            None => Vec::new(),
+        })
     }
 
     /// Consumes the history, returning its ops.
     pub fn into_ops(self) -> Vec<Op> {
-        self.ops
+        self.ops();
+        self.ops.into_inner().unwrap_or_default()
     }
 
     /// Client operations (invoke + completion), ordered by invoke position.
+    ///
+    /// Built (cloning every op's value) on first use; prefer [`History::pair_slots`] when
+    /// values are not needed.
     pub fn pairs(&self) -> &[OpPair] {
-        &self.pairs
+        self.pairs
+            .get_or_init(|| pairing::build_pairs(self.ops(), &self.slots))
+    }
+
+    /// Client operations' positions and outcomes, ordered by invoke position (the same
+    /// order and length as [`History::pairs`]).
+    pub fn pair_slots(&self) -> &[PairSlot] {
+        &self.slots
+    }
+
+    /// The op at `pos`, borrowed if the ops are materialized, else parsed on its own.
+    pub fn op(&self, pos: usize) -> Option<Cow<'_, Op>> {
+        if let Some(ops) = self.ops.get() {
+            return ops.get(pos).map(Cow::Borrowed);
+        }
+        let head = self.heads.get(pos)?;
+        let source = self.source.as_ref()?;
+        Some(Cow::Owned(source.op(pos, head, &self.names)))
+    }
+
+    /// The value of the op at `pos`, without materializing the other ops.
+    pub fn op_value(&self, pos: usize) -> Option<Cow<'_, Value>> {
+        match self.value_ref(pos)? {
+            ValueRef::Json(v) => Some(Cow::Borrowed(v)),
+            ValueRef::Text(t) => Some(Cow::Owned(serde_json::from_str(t).unwrap_or(Value::Null))),
+        }
+    }
+
+    /// The value of the op at `pos`: a parsed value, or its JSON text when the ops have
+    /// not been materialized.
+    pub(crate) fn value_ref(&self, pos: usize) -> Option<ValueRef<'_>> {
+        if let Some(ops) = self.ops.get() {
+            return ops.get(pos).map(|o| ValueRef::Json(&o.value));
+        }
+        self.heads.get(pos)?;
+        Some(match self.source.as_ref()?.value_text(pos) {
+            Some(t) => ValueRef::Text(t),
+            None => ValueRef::Json(&Value::Null),
+        })
+    }
+
+    /// Time (ns) of the op at `pos`.
+    pub fn op_time(&self, pos: usize) -> Option<u64> {
+        self.heads.get(pos).map(|h| h.time)
+    }
+
+    /// Name (`f`) of the op at `pos`.
+    pub fn op_f(&self, pos: usize) -> Option<&str> {
+        self.heads
+            .get(pos)
+            .and_then(|h| self.names.get(h.f as usize))
+            .map(String::as_str)
+    }
+
+    /// Process of the op at `pos`.
+    pub fn op_process(&self, pos: usize) -> Option<Process> {
+        self.heads.get(pos).map(|h| h.process)
     }
 
     /// The nemesis's ops, in order.
     pub fn nemesis_ops(&self) -> impl Iterator<Item = &Op> {
-        self.ops.iter().filter(|o| o.process == Process::Nemesis)
+        self.ops().iter().filter(|o| o.process == Process::Nemesis)
+    }
+
+    /// Number of nemesis ops (without materializing the ops).
+    pub fn nemesis_count(&self) -> usize {
+        self.heads
+            .iter()
+            .filter(|h| h.process == Process::Nemesis)
+            .count()
     }
 
     /// Number of ops.
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.heads.len()
     }
 
     /// True when the history has no ops.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.heads.is_empty()
     }
 
     /// Counts of client completions: (ok, fail, info-or-pending).
     pub fn outcome_counts(&self) -> OutcomeCounts {
         let mut c = OutcomeCounts::default();
-        for p in &self.pairs {
+        for p in &self.slots {
             match p.outcome {
                 Outcome::Ok => c.ok += 1,
                 Outcome::Fail => c.fail += 1,
@@ -147,6 +288,13 @@ impl History {
         }
         c
     }
+}
+
+/// An op's value as stored: parsed, or the JSON text of a not-yet-materialized op.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ValueRef<'a> {
+    Json(&'a Value),
+    Text(&'a str),
 }
 
 /// Counts of client op outcomes in a history.
@@ -160,82 +308,6 @@ pub struct OutcomeCounts {
     pub info: usize,
     /// Ops never completed.
     pub pending: usize,
-}
-
-fn pair_ops(ops: &[Op]) -> Result<Vec<OpPair>, HistoryError> {
-    let mut open: HashMap<u64, usize> = HashMap::new();
-    // Slot in `pairs` for each open invoke, so pairs stay in invoke order.
-    let mut pairs: Vec<OpPair> = Vec::new();
-    let mut slot_of_invoke: HashMap<usize, usize> = HashMap::new();
-    for (pos, op) in ops.iter().enumerate() {
-        let Process::Client(p) = op.process else {
-            continue;
-        };
-        match op.op_type {
-            OpType::Invoke => {
-                if let Some(prev) = open.get(&p) {
-                    return Err(HistoryError::Structure {
-                        index: pos as u64,
-                        reason: format!(
-                            "process {p} invokes while its op at index {prev} is still open"
-                        ),
-                    });
-                }
-                open.insert(p, pos);
-                slot_of_invoke.insert(pos, pairs.len());
-                pairs.push(OpPair {
-                    process: p,
-                    f: op.f.clone(),
-                    key: op.key.clone(),
-                    invoke_value: op.value.clone(),
-                    value: op.value.clone(),
-                    outcome: Outcome::Pending,
-                    invoke_pos: pos,
-                    complete_pos: None,
-                    invoke_time: op.time,
-                    complete_time: None,
-                    node: op.node.clone(),
-                    error: None,
-                });
-            }
-            t => {
-                let Some(inv) = open.remove(&p) else {
-                    // Jepsen records crashed-client `info` ops without an invoke; a lone
-                    // `info` completion carries no information, so skip it.
-                    if t == OpType::Info {
-                        continue;
-                    }
-                    return Err(HistoryError::Structure {
-                        index: pos as u64,
-                        reason: format!(
-                            "process {p} completes `{}` with {} but has no open invoke",
-                            op.f,
-                            t.as_str()
-                        ),
-                    });
-                };
-                let pair = &mut pairs[slot_of_invoke[&inv]];
-                pair.complete_pos = Some(pos);
-                pair.complete_time = Some(op.time);
-                pair.error = op.error.clone();
-                if pair.key.is_none() {
-                    pair.key = op.key.clone();
-                }
-                if op.node.is_some() {
-                    pair.node = op.node.clone();
-                }
-                pair.outcome = match t {
-                    OpType::Ok => {
-                        pair.value = op.value.clone();
-                        Outcome::Ok
-                    }
-                    OpType::Fail => Outcome::Fail,
-                    _ => Outcome::Info,
-                };
-            }
-        }
-    }
-    Ok(pairs)
 }
 
 #[cfg(test)]

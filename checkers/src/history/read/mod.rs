@@ -8,6 +8,7 @@ mod edn;
 mod edn_value;
 mod jepsen_log;
 mod json;
+mod json_lazy;
 
 use super::{History, HistoryError, Op};
 use std::path::{Path, PathBuf};
@@ -76,13 +77,31 @@ pub fn read_path(path: &Path) -> Result<History, HistoryError> {
         file: path.to_path_buf(),
         source,
     })?;
-    read_str(&text, path, None)
+    read_string(text, path, None)
+}
+
+/// [`read_str`] for owned text, which JSON Lines histories keep instead of copying.
+fn read_string(text: String, file: &Path, format: Option<Format>) -> Result<History, HistoryError> {
+    let format = format.unwrap_or_else(|| Format::detect(&text));
+    if format == Format::JsonLines {
+        let ctx = ParseContext {
+            file: file.to_path_buf(),
+        };
+        return json_lazy::read_json_lines_lazy(text, &ctx);
+    }
+    read_str(&text, file, Some(format))
 }
 
 /// Parses a history from text. `file` is only used in error messages. `format` of `None`
 /// detects it from the content.
+///
+/// JSON Lines histories keep a copy of the text and parse ops' values only on demand.
 pub fn read_str(text: &str, file: &Path, format: Option<Format>) -> Result<History, HistoryError> {
-    let ops = read_ops(text, file, format)?;
+    let format = format.unwrap_or_else(|| Format::detect(text));
+    if format == Format::JsonLines {
+        return read_string(text.to_owned(), file, Some(format));
+    }
+    let ops = read_ops(text, file, Some(format))?;
     History::new(ops)
 }
 

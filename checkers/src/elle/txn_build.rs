@@ -1,0 +1,386 @@
+//! Building compact transactions from a history, straight from each op's value: parsed
+//! JSON when the history holds it, else the value's text (read with a small allocation-free
+//! parser, falling back to serde_json for anything unusual). No op value is cloned.
+
+use super::txn::{FxMap, Mop, MopKind, Scalar, Txn, Txns, NONE};
+use crate::history::simple_json::{self, Node};
+use crate::history::{History, PairSlot, ValueRef};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// A key or value before interning: an integer that fits in an i64, or any other JSON
+/// scalar as text (strings unquoted, everything else as JSON).
+enum ScalarIn<'a> {
+    Int(i64),
+    Text(Cow<'a, str>),
+}
+
+impl<'a> ScalarIn<'a> {
+    fn of_value(v: &'a Value) -> ScalarIn<'a> {
+        if let Some(i) = v.as_i64() {
+            return ScalarIn::Int(i);
+        }
+        ScalarIn::Text(match v {
+            Value::String(s) => Cow::Borrowed(s),
+            other => Cow::Owned(other.to_string()),
+        })
+    }
+
+    /// `None` for a list (its text is only known to serde_json).
+    fn of_node(n: &Node<'a>) -> Option<ScalarIn<'a>> {
+        match *n {
+            Node::Int(i) => Some(ScalarIn::Int(i)),
+            Node::Str(s) => Some(ScalarIn::Text(Cow::Borrowed(s))),
+            Node::Null => Some(ScalarIn::Text(Cow::Borrowed("null"))),
+            Node::List { .. } => None,
+        }
+    }
+}
+
+/// Why a transaction's value is not usable.
+enum Bad {
+    /// Not a list of `[f key value]` micro-ops.
+    Malformed,
+    /// A micro-op name other than r / w / append.
+    Unexpected,
+}
+
+struct Builder {
+    out: Txns,
+    keys: FxMap<Scalar, u32>,
+    /// Per key, version ids indexed directly by small integer values (NONE: unseen).
+    dense: Vec<Vec<u32>>,
+    /// Versions of values in 0..2^32 beyond their key's dense table: (key << 32 | value).
+    small_versions: FxMap<u64, u32>,
+    /// Per key: whether any of its versions went to `small_versions`.
+    sparse_keys: Vec<bool>,
+    versions: FxMap<(u32, Scalar), u32>,
+    others: HashMap<String, u32>,
+    list_reads: bool,
+}
+
+impl Builder {
+    fn scalar(&mut self, s: ScalarIn<'_>) -> Scalar {
+        let text = match s {
+            ScalarIn::Int(i) => return Scalar::Int(i),
+            ScalarIn::Text(t) => t,
+        };
+        if let Some(&id) = self.others.get(text.as_ref()) {
+            return Scalar::Other(id);
+        }
+        let id = self.out.other_text.len() as u32;
+        self.others.insert(text.to_string(), id);
+        self.out.other_text.push(text.into_owned());
+        Scalar::Other(id)
+    }
+
+    fn key(&mut self, s: ScalarIn<'_>) -> u32 {
+        let ks = self.scalar(s);
+        let next = self.out.key_scalar.len() as u32;
+        let key = *self.keys.entry(ks).or_insert(next);
+        if key == next {
+            self.out.key_scalar.push(ks);
+            self.dense.push(Vec::new());
+            self.sparse_keys.push(false);
+        }
+        key
+    }
+
+    fn new_version(&mut self, key: u32, value: Scalar) {
+        self.out.version_key.push(key);
+        self.out.version_value.push(value);
+    }
+
+    fn version(&mut self, key: u32, v: ScalarIn<'_>) -> u32 {
+        let next = self.out.version_key.len() as u32;
+        if let ScalarIn::Int(i) = v {
+            if let Ok(small) = u32::try_from(i) {
+                let packed = ((key as u64) << 32) | small as u64;
+                // Dense per-key table while values stay small relative to its size, so
+                // memory stays proportional to the versions seen. Values too far ahead
+                // go to `small_versions`; only keys that have some there need a look.
+                let table = &mut self.dense[key as usize];
+                let s = small as usize;
+                if s < table.len() || s < 2 * table.len() + 64 {
+                    if s >= table.len() {
+                        table.resize(s + 1, NONE);
+                    }
+                    if table[s] == NONE {
+                        let known = if self.sparse_keys[key as usize] {
+                            self.small_versions.get(&packed).copied()
+                        } else {
+                            None
+                        };
+                        let id = known.unwrap_or(next);
+                        table[s] = id;
+                        if id == next {
+                            self.out.version_key.push(key);
+                            self.out.version_value.push(Scalar::Int(i));
+                        }
+                        return id;
+                    }
+                    return table[s];
+                }
+                self.sparse_keys[key as usize] = true;
+                let id = *self.small_versions.entry(packed).or_insert(next);
+                if id == next {
+                    self.new_version(key, Scalar::Int(i));
+                }
+                return id;
+            }
+        }
+        let s = self.scalar(v);
+        let id = *self.versions.entry((key, s)).or_insert(next);
+        if id == next {
+            self.new_version(key, s);
+        }
+        id
+    }
+
+    /// Adds the micro-ops of one parsed transaction value.
+    fn value_mops(&mut self, mops: &[Value]) -> Result<(), Bad> {
+        for m in mops {
+            let Some(parts) = m.as_array().filter(|a| a.len() == 3) else {
+                return Err(Bad::Malformed);
+            };
+            let kind = mop_kind(parts[0].as_str()).ok_or(Bad::Unexpected)?;
+            let key = self.key(ScalarIn::of_value(&parts[1]));
+            let mop = match (kind, &parts[2]) {
+                (MopKind::Write | MopKind::Append, v) => {
+                    let a = self.version(key, ScalarIn::of_value(v));
+                    Mop { kind, key, a, b: 0 }
+                }
+                (MopKind::Read, Value::Null) if self.list_reads => nil_list_read(key),
+                (MopKind::Read, Value::Array(items)) if self.list_reads => {
+                    let start = self.out.elems.len() as u32;
+                    for it in items {
+                        let e = self.version(key, ScalarIn::of_value(it));
+                        self.out.elems.push(e);
+                    }
+                    list_read(key, start, items.len() as u32)
+                }
+                (MopKind::Read, _) if self.list_reads => return Err(Bad::Malformed),
+                (MopKind::Read, Value::Null) => Mop {
+                    kind,
+                    key,
+                    a: NONE,
+                    b: 0,
+                },
+                (MopKind::Read, v) => {
+                    let a = self.version(key, ScalarIn::of_value(v));
+                    Mop { kind, key, a, b: 0 }
+                }
+            };
+            self.out.mops.push(mop);
+        }
+        Ok(())
+    }
+
+    /// As [`Builder::value_mops`], from nodes of `simple_json` (`root` is a list). `None`
+    /// when a key or value is a list where a scalar belongs: only serde_json knows its
+    /// text, so the caller retries with the parsed value.
+    fn node_mops(&mut self, nodes: &[Node<'_>], root: usize) -> Option<Result<(), Bad>> {
+        let end = simple_json::skip(nodes, root);
+        let mut i = root + 1;
+        while i < end {
+            let next = simple_json::skip(nodes, i);
+            if !matches!(nodes[i], Node::List { len: 3, .. }) {
+                return Some(Err(Bad::Malformed));
+            }
+            let kind = match nodes[i + 1] {
+                Node::Str(s) => mop_kind(Some(s)),
+                _ => None,
+            };
+            let Some(kind) = kind else {
+                return Some(Err(Bad::Unexpected));
+            };
+            let key = self.key(ScalarIn::of_node(&nodes[i + 2])?);
+            let v = simple_json::skip(nodes, i + 2);
+            let mop = match (kind, nodes[v]) {
+                (MopKind::Write | MopKind::Append, n) => {
+                    let a = self.version(key, ScalarIn::of_node(&n)?);
+                    Mop { kind, key, a, b: 0 }
+                }
+                (MopKind::Read, Node::Null) if self.list_reads => nil_list_read(key),
+                (MopKind::Read, Node::List { len, next }) if self.list_reads => {
+                    let start = self.out.elems.len() as u32;
+                    for it in &nodes[v + 1..next as usize] {
+                        let e = self.version(key, ScalarIn::of_node(it)?);
+                        self.out.elems.push(e);
+                    }
+                    list_read(key, start, len)
+                }
+                (MopKind::Read, _) if self.list_reads => return Some(Err(Bad::Malformed)),
+                (MopKind::Read, Node::Null) => Mop {
+                    kind,
+                    key,
+                    a: NONE,
+                    b: 0,
+                },
+                (MopKind::Read, n) => {
+                    let a = self.version(key, ScalarIn::of_node(&n)?);
+                    Mop { kind, key, a, b: 0 }
+                }
+            };
+            self.out.mops.push(mop);
+            i = next;
+        }
+        Some(Ok(()))
+    }
+}
+
+fn nil_list_read(key: u32) -> Mop {
+    Mop {
+        kind: MopKind::Read,
+        key,
+        a: 0,
+        b: NONE,
+    }
+}
+
+fn list_read(key: u32, start: u32, len: u32) -> Mop {
+    Mop {
+        kind: MopKind::Read,
+        key,
+        a: start,
+        b: len,
+    }
+}
+
+/// Micro-op function names, tolerant of EDN-style keywords (`:r`).
+fn mop_kind(f: Option<&str>) -> Option<MopKind> {
+    match f?.trim_start_matches(':') {
+        "r" => Some(MopKind::Read),
+        "w" => Some(MopKind::Write),
+        "append" => Some(MopKind::Append),
+        _ => None,
+    }
+}
+
+/// Transactions parsed per block: big enough to amortize the hand-off, small enough that
+/// the parsed nodes stay in cache-friendly, bounded buffers.
+const BLOCK: usize = 8192;
+
+/// The simple-subset parse of one block's transaction values.
+#[derive(Default)]
+struct ParsedBlock<'h> {
+    nodes: Vec<Node<'h>>,
+    /// Per slot of the block, its root in `nodes`; NONE when not parsed here.
+    roots: Vec<u32>,
+}
+
+/// Parses the text values of `slots` (those outside the subset are left to the builder).
+fn parse_block<'h>(
+    history: &'h History,
+    slots: &[PairSlot],
+    mut out: ParsedBlock<'h>,
+) -> ParsedBlock<'h> {
+    out.nodes.clear();
+    out.roots.clear();
+    for slot in slots {
+        let root = out.nodes.len();
+        let parsed = match history.value_ref(slot.value_pos()) {
+            Some(ValueRef::Text(text)) if text.starts_with('[') => {
+                simple_json::parse_append(text, &mut out.nodes)
+            }
+            _ => false,
+        };
+        out.roots.push(if parsed { root as u32 } else { NONE });
+    }
+    out
+}
+
+/// Builds compact transactions from every client op whose value is a list of micro-ops.
+/// `list_reads`: reads return lists (list-append) rather than single values.
+///
+/// Values are parsed a block ahead on another thread while this one interns keys and
+/// versions (which must happen in history order).
+pub(crate) fn build(history: &History, list_reads: bool) -> Txns {
+    let slots = history.pair_slots();
+    let mut b = Builder {
+        out: Txns::default(),
+        keys: FxMap::default(),
+        dense: Vec::new(),
+        sparse_keys: Vec::new(),
+        small_versions: FxMap::default(),
+        versions: FxMap::default(),
+        others: HashMap::new(),
+        list_reads,
+    };
+    b.out.txns.reserve(slots.len());
+    let blocks: Vec<&[PairSlot]> = slots.chunks(BLOCK).collect();
+    let mut current = match blocks.first() {
+        Some(first) => parse_block(history, first, ParsedBlock::default()),
+        None => ParsedBlock::default(),
+    };
+    let mut spare = ParsedBlock::default();
+    for (k, block) in blocks.iter().enumerate() {
+        let (next, ()) = rayon::join(
+            || {
+                blocks
+                    .get(k + 1)
+                    .map(|n| parse_block(history, n, std::mem::take(&mut spare)))
+            },
+            || {
+                for (j, slot) in block.iter().enumerate() {
+                    let pi = (k * BLOCK + j) as u32;
+                    b.add(history, pi, slot, &current.nodes, current.roots[j]);
+                }
+            },
+        );
+        match next {
+            Some(n) => spare = std::mem::replace(&mut current, n),
+            None => break,
+        }
+    }
+    b.out
+}
+
+impl Builder {
+    /// Adds pair `pi`'s transaction; `root` is its value's parse in `nodes` (or NONE).
+    fn add(&mut self, history: &History, pi: u32, slot: &PairSlot, nodes: &[Node<'_>], root: u32) {
+        let mop_start = self.out.mops.len();
+        let fast = (root != NONE)
+            .then(|| self.node_mops(nodes, root as usize))
+            .flatten();
+        let result = fast.or_else(|| {
+            self.out.mops.truncate(mop_start);
+            match history.value_ref(slot.value_pos()) {
+                Some(ValueRef::Json(Value::Array(mops))) => Some(self.value_mops(mops)),
+                Some(ValueRef::Text(text)) if text.starts_with('[') => {
+                    match serde_json::from_str::<Value>(text) {
+                        Ok(Value::Array(mops)) => Some(self.value_mops(&mops)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        });
+        let outcome = match result {
+            Some(r) => r,
+            None => {
+                if history.op_f(slot.invoke_pos) == Some("txn") {
+                    self.out.malformed.push(pi);
+                }
+                return;
+            }
+        };
+        if let Err(bad) = outcome {
+            self.out.mops.truncate(mop_start);
+            match bad {
+                Bad::Malformed => self.out.malformed.push(pi),
+                Bad::Unexpected => self.out.unexpected.push(pi),
+            }
+            return;
+        }
+        self.out.txns.push(Txn {
+            outcome: slot.outcome,
+            process: slot.process,
+            invoke_pos: slot.invoke_pos,
+            complete_pos: slot.complete_pos.unwrap_or(usize::MAX),
+            mop_start: mop_start as u32,
+            mop_len: (self.out.mops.len() - mop_start) as u32,
+        });
+    }
+}

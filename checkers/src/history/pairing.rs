@@ -1,0 +1,149 @@
+//! Pairing invokes with completions: a cheap pass over op heads that validates the
+//! history, and the (value-cloning) construction of [`OpPair`]s when a checker wants them.
+
+use super::{HistoryError, Op, OpHead, OpPair, OpType, Outcome, PairSlot, Process};
+use std::collections::HashMap;
+
+/// Pairs every client invoke with its completion; slots are in invoke order.
+pub(crate) fn pair_heads(
+    heads: &[OpHead],
+    names: &[String],
+) -> Result<Vec<PairSlot>, HistoryError> {
+    // Open invoke of each process: (its position, its slot in `slots`).
+    let mut open = OpenInvokes::new(heads.len());
+    let mut slots: Vec<PairSlot> = Vec::new();
+    for (pos, head) in heads.iter().enumerate() {
+        let Process::Client(p) = head.process else {
+            continue;
+        };
+        match head.op_type {
+            OpType::Invoke => {
+                if let Some((prev, _)) = open.get(p) {
+                    return Err(HistoryError::Structure {
+                        index: pos as u64,
+                        reason: format!(
+                            "process {p} invokes while its op at index {prev} is still open"
+                        ),
+                    });
+                }
+                open.insert(p, (pos, slots.len()));
+                slots.push(PairSlot {
+                    process: p,
+                    outcome: Outcome::Pending,
+                    invoke_pos: pos,
+                    complete_pos: None,
+                });
+            }
+            t => {
+                let Some((_, slot)) = open.remove(p) else {
+                    // Jepsen records crashed-client `info` ops without an invoke; a lone
+                    // `info` completion carries no information, so skip it.
+                    if t == OpType::Info {
+                        continue;
+                    }
+                    let f = names.get(head.f as usize).map(String::as_str).unwrap_or("");
+                    return Err(HistoryError::Structure {
+                        index: pos as u64,
+                        reason: format!(
+                            "process {p} completes `{f}` with {} but has no open invoke",
+                            t.as_str()
+                        ),
+                    });
+                };
+                let s = &mut slots[slot];
+                s.complete_pos = Some(pos);
+                s.outcome = match t {
+                    OpType::Ok => Outcome::Ok,
+                    OpType::Fail => Outcome::Fail,
+                    _ => Outcome::Info,
+                };
+            }
+        }
+    }
+    Ok(slots)
+}
+
+/// Each process's open invoke: a plain vector for the usual small process ids (they are
+/// dense from 0), a map for the rest.
+struct OpenInvokes {
+    dense: Vec<Option<(usize, usize)>>,
+    dense_limit: u64,
+    sparse: HashMap<u64, (usize, usize)>,
+}
+
+impl OpenInvokes {
+    fn new(ops: usize) -> OpenInvokes {
+        OpenInvokes {
+            dense: Vec::new(),
+            dense_limit: ops as u64 + 1024,
+            sparse: HashMap::new(),
+        }
+    }
+
+    fn get(&self, p: u64) -> Option<(usize, usize)> {
+        if p < self.dense_limit {
+            self.dense.get(p as usize).copied().flatten()
+        } else {
+            self.sparse.get(&p).copied()
+        }
+    }
+
+    fn insert(&mut self, p: u64, open: (usize, usize)) {
+        if p < self.dense_limit {
+            if p as usize >= self.dense.len() {
+                self.dense.resize(p as usize + 1, None);
+            }
+            self.dense[p as usize] = Some(open);
+        } else {
+            self.sparse.insert(p, open);
+        }
+    }
+
+    fn remove(&mut self, p: u64) -> Option<(usize, usize)> {
+        if p < self.dense_limit {
+            self.dense.get_mut(p as usize).and_then(Option::take)
+        } else {
+            self.sparse.remove(&p)
+        }
+    }
+}
+
+/// Full pairs (with cloned values) from validated slots.
+pub(crate) fn build_pairs(ops: &[Op], slots: &[PairSlot]) -> Vec<OpPair> {
+    let mut pairs = Vec::with_capacity(slots.len());
+    for s in slots {
+        let Some(inv) = ops.get(s.invoke_pos) else {
+            continue;
+        };
+        let done = s.complete_pos.and_then(|c| ops.get(c));
+        let mut pair = OpPair {
+            process: s.process,
+            f: inv.f.clone(),
+            key: inv.key.clone(),
+            invoke_value: inv.value.clone(),
+            value: Default::default(),
+            outcome: s.outcome,
+            invoke_pos: s.invoke_pos,
+            complete_pos: s.complete_pos,
+            invoke_time: inv.time,
+            complete_time: done.map(|d| d.time),
+            node: inv.node.clone(),
+            error: None,
+        };
+        pair.value = match (s.outcome, done) {
+            (Outcome::Ok, Some(d)) => d.value.clone(),
+            _ => inv.value.clone(),
+        };
+        if let Some(d) = done {
+            pair.error = d.error.clone();
+            if pair.key.is_none() {
+                pair.key = d.key.clone();
+            }
+            if d.node.is_some() {
+                pair.node = d.node.clone();
+            }
+        }
+        pairs.push(pair);
+    }
+    pairs
+}
