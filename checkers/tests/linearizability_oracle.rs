@@ -228,6 +228,70 @@ fn exec_multi(s: &Spec, st: &mut Value) -> (String, Value, Value) {
     ("txn".into(), json!(inv), json!(out))
 }
 
+fn exec_multi3(s: &Spec, st: &mut Value) -> (String, Value, Value) {
+    // st is a map of registers "0"/"1"/"2"; a third of the txns have two micro-ops, which
+    // may couple two keys (joining their components in the factored search).
+    let mut m = st.as_object().cloned().unwrap_or_default();
+    let mut inv = Vec::new();
+    let mut out = Vec::new();
+    let count = if s.2.is_multiple_of(3) { 2 } else { 1 };
+    for (i, roll) in [s.3, s.4].iter().enumerate().take(count) {
+        let k = ((roll + s.1) % 3).to_string();
+        if (roll / 3 + i as u8).is_multiple_of(2) {
+            inv.push(json!(["r", k, null]));
+            out.push(json!(["r", k, m.get(&k).cloned().unwrap_or(Value::Null)]));
+        } else {
+            let v = roll % 2 + 1;
+            m.insert(k.clone(), json!(v));
+            inv.push(json!(["w", k, v]));
+            out.push(json!(["w", k, v]));
+        }
+    }
+    *st = Value::Object(m);
+    ("txn".into(), json!(inv), json!(out))
+}
+
+/// Whether the unsplit search of a history sees several independent components, and
+/// whether some op spans two keys: keys of the op's `key` field or of a txn's micro-ops,
+/// joined when one op touches both.
+fn shape(h: &History) -> (bool, bool) {
+    let mut parent: BTreeMap<String, String> = BTreeMap::new();
+    fn root(p: &BTreeMap<String, String>, k: &str) -> String {
+        let mut k = k.to_string();
+        // Bounded by the number of keys: every step moves to a distinct parent.
+        for _ in 0..=p.len() {
+            match p.get(&k) {
+                Some(n) if *n != k => k = n.clone(),
+                _ => break,
+            }
+        }
+        k
+    }
+    let mut spans = false;
+    for p in h.pairs() {
+        let keys: Vec<String> = match (&p.key_string(), &p.invoke_value) {
+            (Some(k), _) => vec![k.clone()],
+            (None, Value::Array(micro)) => micro
+                .iter()
+                .filter_map(|m| m.get(1).map(|k| k.to_string()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for k in &keys {
+            parent.entry(k.clone()).or_insert_with(|| k.clone());
+        }
+        for w in keys.windows(2) {
+            let (a, b) = (root(&parent, &w[0]), root(&parent, &w[1]));
+            if a != b {
+                spans = true;
+                parent.insert(a, b);
+            }
+        }
+    }
+    let roots: HashSet<String> = parent.keys().map(|k| root(&parent, k)).collect();
+    (roots.len() > 1, spans)
+}
+
 /// A random small result for corrupting an `ok` value.
 fn corrupt(f: &str, v: &Value, roll: u8) -> Value {
     match f {
@@ -335,6 +399,18 @@ fn spec() -> impl Strategy<Value = Spec> {
 
 /// Runs `cases` random histories through the checker (split and unsplit) and the oracle.
 fn compare<M: Model>(name: &str, model: M, exec: Exec, keyed: bool, cases: u32) {
+    compare_sized(name, model, exec, keyed, cases, 8)
+}
+
+/// [`compare`] with histories of up to `max_ops` ops.
+fn compare_sized<M: Model>(
+    name: &str,
+    model: M,
+    exec: Exec,
+    keyed: bool,
+    cases: u32,
+    max_ops: usize,
+) {
     // A fixed seed, so every run checks the same cases (and a failure reproduces).
     let config = Config {
         cases,
@@ -344,9 +420,17 @@ fn compare<M: Model>(name: &str, model: M, exec: Exec, keyed: bool, cases: u32) 
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let counts = std::cell::Cell::new((0u32, 0u32));
-    let strategy = (proptest::collection::vec(spec(), 1..=8), any::<u64>());
+    // Histories whose unsplit search is factored (several components), and those of
+    // them with an op spanning two keys.
+    let factored = std::cell::Cell::new((0u32, 0u32));
+    let strategy = (proptest::collection::vec(spec(), 1..=max_ops), any::<u64>());
     let result = runner.run(&strategy, |(specs, seed)| {
         let h = build(&specs, seed, exec, keyed);
+        let (several, spans) = shape(&h);
+        if several {
+            let (f, s) = factored.get();
+            factored.set((f + 1, s + spans as u32));
+        }
         let expected = oracle(&model, &h);
         let (v, i) = counts.get();
         counts.set(if expected { (v + 1, i) } else { (v, i + 1) });
@@ -373,7 +457,12 @@ fn compare<M: Model>(name: &str, model: M, exec: Exec, keyed: bool, cases: u32) 
         Ok(())
     });
     let (v, i) = counts.get();
-    println!("{name}: {} cases agree ({v} valid, {i} invalid)", v + i);
+    let (f, s) = factored.get();
+    println!(
+        "{name}: {} cases agree ({v} valid, {i} invalid; unsplit factored: {f}, of them with \
+         a multi-key op: {s})",
+        v + i
+    );
     if let Err(e) = result {
         panic!("{name}: {e}");
     }
@@ -389,7 +478,7 @@ fn compare<M: Model>(name: &str, model: M, exec: Exec, keyed: bool, cases: u32) 
     );
 }
 
-/// Cases per model; 9 model configurations x 12,000 = 108,000 in all.
+/// Cases per model; 10 model configurations x 12,000 = 120,000 in all.
 const CASES: u32 = 12_000;
 
 fn cases() -> u32 {
@@ -477,5 +566,19 @@ fn multi_register_matches_oracle() {
         exec_multi,
         false,
         cases(),
+    );
+}
+
+/// Transactions over three registers, some spanning two: the unsplit search factors its
+/// memo by the components the multi-key txns leave, and must still agree with the oracle.
+#[test]
+fn multi_register_three_keys_matches_oracle() {
+    compare_sized(
+        "multi-register (3 keys)",
+        MultiRegisterModel,
+        exec_multi3,
+        false,
+        cases(),
+        10,
     );
 }

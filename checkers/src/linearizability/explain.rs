@@ -97,9 +97,11 @@ pub(crate) fn explain_invalid<M: Model>(
     }
     // The op whose return entry stopped the search: the earliest-completing required op
     // left out of the longest prefix.
-    let stuck = (0..part.ops.len())
-        .filter(|&i| part.ops[i].required && !in_prefix[i])
-        .min_by_key(|&i| part.ops[i].end);
+    let stuck = prog.stuck.map(|i| i as usize).or_else(|| {
+        (0..part.ops.len())
+            .filter(|&i| part.ops[i].required && !in_prefix[i])
+            .min_by_key(|&i| part.ops[i].end)
+    });
     let Some(stuck) = stuck else {
         return CheckResult::new("linearizable", Validity::Invalid, "not linearizable");
     };

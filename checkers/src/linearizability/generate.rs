@@ -30,7 +30,7 @@ struct InFlight {
 /// writes and cas in equal shares. A fraction `info_fraction` of ops end `info` (half of
 /// them took effect, half did not); the client then continues as a fresh process, as in
 /// Jepsen. A cas whose compare fails ends `fail`. Ops still open at the end stay pending.
-/// With `corrupt`, one `ok` read near the middle returns [`CORRUPT_VALUE`] instead, which
+/// With `corrupt`, one `ok` read near the middle returns `CORRUPT_VALUE` instead, which
 /// makes the history not linearizable.
 pub fn generate_keyed_cas_history(
     seed: u64,

@@ -59,12 +59,27 @@ pub trait Model: Send + Sync {
         false
     }
 
-    /// The part of the state `op` touches, if it is confined to one: ops with different
-    /// `Some` footprints commute and read/write disjoint state (ops on different keys of
-    /// one map). `None` (the default) means "may touch anything". The search uses it to
-    /// explore only the ops that can matter for the next deadline (see `search.rs`).
-    fn footprint(&self, _op: &Self::Op) -> Option<u64> {
+    /// The parts of the state `op` reads or writes ("atoms", e.g. hashed keys of a map), or
+    /// `None` (the default) for "may touch anything". Ops whose atom sets are disjoint
+    /// must commute, and an op may read and change only its own atoms. With footprints on
+    /// every op (and [`Model::project`]), a part is still searched as one object, but one
+    /// component at a time and with a memo factored by component (see the module docs).
+    fn footprint(&self, _op: &Self::Op) -> Option<Vec<u64>> {
         None
+    }
+
+    /// The state restricted to the given atoms (the values [`Model::footprint`] returns).
+    /// The factored search steps these projections directly, so for an op whose atoms
+    /// are among `atoms`, `step(project(s), op)` must equal `project(step(s, op))` (and
+    /// fail exactly when it fails). `None` (the default) turns the factoring off.
+    fn project(&self, _state: &Self::State, _atoms: &[u64]) -> Option<Self::State> {
+        None
+    }
+
+    /// True if `op` never changes the state (it only observes it: a read). The search
+    /// places such an op as soon as it fits, without trying the alternatives first.
+    fn read_only(&self, _op: &Self::Op) -> bool {
+        false
     }
 
     /// Which indeterminate ops can be dropped up front because nothing observes them.
@@ -94,11 +109,17 @@ impl<M: Model + ?Sized> Model for &M {
     fn small_state_space(&self) -> bool {
         (**self).small_state_space()
     }
+    fn read_only(&self, op: &Self::Op) -> bool {
+        (**self).read_only(op)
+    }
     fn prunable(&self, required: &[&Self::Op], optional: &[&Self::Op]) -> Vec<bool> {
         (**self).prunable(required, optional)
     }
-    fn footprint(&self, op: &Self::Op) -> Option<u64> {
+    fn footprint(&self, op: &Self::Op) -> Option<Vec<u64>> {
         (**self).footprint(op)
+    }
+    fn project(&self, state: &Self::State, atoms: &[u64]) -> Option<Self::State> {
+        (**self).project(state, atoms)
     }
 }
 

@@ -7,8 +7,7 @@ use super::model::{Completion, Model, Val};
 use super::FailedCas;
 use crate::history::OpPair;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::collections::{BTreeSet, VecDeque};
 
 fn is_read(f: &str) -> bool {
     matches!(f, "read" | "get" | "r")
@@ -16,7 +15,7 @@ fn is_read(f: &str) -> bool {
 fn is_write(f: &str) -> bool {
     matches!(f, "write" | "put" | "w")
 }
-fn unsupported(model: &str, f: &str) -> String {
+pub(crate) fn unsupported(model: &str, f: &str) -> String {
     format!("the {model} model has no operation `{f}`")
 }
 
@@ -47,6 +46,10 @@ pub struct RegisterModel {
 impl Model for RegisterModel {
     type State = Val;
     type Op = RegisterOp;
+
+    fn read_only(&self, op: &RegisterOp) -> bool {
+        matches!(op, RegisterOp::Read(_) | RegisterOp::CasFailed(_))
+    }
 
     fn init(&self) -> Val {
         Val::Null
@@ -157,6 +160,10 @@ impl Model for KvModel {
     type State = String;
     type Op = KvOp;
 
+    fn read_only(&self, op: &KvOp) -> bool {
+        matches!(op, KvOp::Get(_))
+    }
+
     fn state_bytes(&self, state: &String) -> usize {
         std::mem::size_of::<String>() + state.capacity()
     }
@@ -188,7 +195,12 @@ impl Model for KvModel {
         match op {
             KvOp::Get(v) => (v == state).then(|| state.clone()),
             KvOp::Put(v) => Some(v.clone()),
-            KvOp::Append(v) => Some(format!("{state}{v}")),
+            KvOp::Append(v) => {
+                let mut s = String::with_capacity(state.len() + v.len());
+                s.push_str(state);
+                s.push_str(v);
+                Some(s)
+            }
         }
     }
 
@@ -221,6 +233,10 @@ pub struct ListAppendModel;
 impl Model for ListAppendModel {
     type State = Vec<Val>;
     type Op = ListOp;
+
+    fn read_only(&self, op: &ListOp) -> bool {
+        matches!(op, ListOp::Read(_))
+    }
 
     fn state_bytes(&self, state: &Vec<Val>) -> usize {
         std::mem::size_of::<Vec<Val>>() + state.capacity() * std::mem::size_of::<Val>()
@@ -272,6 +288,10 @@ pub struct SetModel;
 impl Model for SetModel {
     type State = BTreeSet<Val>;
     type Op = SetOp;
+
+    fn read_only(&self, op: &SetOp) -> bool {
+        matches!(op, SetOp::Read(_))
+    }
 
     fn state_bytes(&self, state: &BTreeSet<Val>) -> usize {
         // B-tree nodes hold up to 11 elements; count them about two-thirds full.
@@ -395,6 +415,10 @@ impl Model for CounterModel {
     type State = i64;
     type Op = CounterOp;
 
+    fn read_only(&self, op: &CounterOp) -> bool {
+        matches!(op, CounterOp::Read(_))
+    }
+
     fn init(&self) -> i64 {
         0
     }
@@ -473,91 +497,5 @@ impl Model for MutexModel {
     }
 }
 
-/// One micro-op of a `multi-register` transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum MicroOp {
-    /// Read register `.0`, which held `.1` (`Null`: never written).
-    Read(Arc<str>, Val),
-    /// Wrote `.1` to register `.0`.
-    Write(Arc<str>, Val),
-}
-
-/// `multi-register`: transactions `f: "txn"`, value `[["r", k, v], ["w", k, v], ...]`
-/// over a map of registers (all null initially), applied atomically.
-#[derive(Debug, Clone, Default)]
-pub struct MultiRegisterModel;
-
-impl Model for MultiRegisterModel {
-    type State = BTreeMap<Arc<str>, Val>;
-    type Op = Vec<MicroOp>;
-
-    fn state_bytes(&self, state: &Self::State) -> usize {
-        let entry = std::mem::size_of::<(Arc<str>, Val)>();
-        std::mem::size_of::<Self::State>() + state.len() * (entry * 3 / 2)
-    }
-
-    fn init(&self) -> Self::State {
-        BTreeMap::new()
-    }
-
-    fn op(&self, pair: &OpPair, completion: Completion) -> Result<Option<Vec<MicroOp>>, String> {
-        if completion == Completion::Failed {
-            return Ok(None);
-        }
-        if pair.f != "txn" {
-            return Err(unsupported("multi-register", &pair.f));
-        }
-        let Value::Array(micro) = &pair.value else {
-            return Err(format!(
-                "a txn's value must be a list of micro-ops, got {}",
-                pair.value
-            ));
-        };
-        let mut ops = Vec::new();
-        for m in micro {
-            let (f, k, v) = match m {
-                Value::Array(a) if a.len() == 3 => (a[0].as_str().unwrap_or(""), &a[1], &a[2]),
-                other => return Err(format!("micro-op must be [f, key, value], got {other}")),
-            };
-            let key: Arc<str> = Arc::from(crate::history::value_key_string(k).as_str());
-            match f {
-                "r" | "read" if completion == Completion::Ok => {
-                    ops.push(MicroOp::Read(key, Val::from_json(v)))
-                }
-                // A read inside a txn with unknown result observes nothing.
-                "r" | "read" => {}
-                "w" | "write" => ops.push(MicroOp::Write(key, Val::from_json(v))),
-                other => return Err(format!("unknown micro-op `{other}`")),
-            }
-        }
-        Ok((!ops.is_empty()).then_some(ops))
-    }
-
-    fn step(&self, state: &Self::State, op: &Vec<MicroOp>) -> Option<Self::State> {
-        let mut s = state.clone();
-        for m in op {
-            match m {
-                MicroOp::Read(k, v) => {
-                    if s.get(k).unwrap_or(&Val::Null) != v {
-                        return None;
-                    }
-                }
-                MicroOp::Write(k, v) => {
-                    s.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        Some(s)
-    }
-
-    fn state_json(&self, state: &Self::State) -> Value {
-        Value::Object(
-            state
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_json()))
-                .collect(),
-        )
-    }
-}
-
+pub use super::multireg::{MicroOp, MultiRegisterModel};
 pub use super::perkey::PerKey;

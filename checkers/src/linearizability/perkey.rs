@@ -61,15 +61,34 @@ impl<M: Model> Model for PerKey<M> {
         )
     }
 
+    fn read_only(&self, (_, op): &Self::Op) -> bool {
+        self.0.read_only(op)
+    }
+
     fn prunable(&self, _required: &[&Self::Op], optional: &[&Self::Op]) -> Vec<bool> {
         vec![false; optional.len()]
     }
 
-    fn footprint(&self, (key, _): &Self::Op) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        // u64::MAX is the search's "no footprint" marker.
-        Some(h.finish().min(u64::MAX - 1))
+    fn footprint(&self, (key, _): &Self::Op) -> Option<Vec<u64>> {
+        Some(vec![key_atom(key.as_deref())])
     }
+
+    fn project(&self, state: &Self::State, atoms: &[u64]) -> Option<Self::State> {
+        Some(
+            state
+                .iter()
+                .filter(|(k, _)| atoms.contains(&key_atom(k.as_deref())))
+                .cloned()
+                .collect(),
+        )
+    }
+}
+
+/// A key's footprint atom: a fixed hash of it (two keys that collide share an atom, which
+/// only merges their components).
+pub(crate) fn key_atom(key: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
 }

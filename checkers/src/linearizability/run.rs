@@ -1,6 +1,7 @@
 //! The driver: prepare parts, search them in parallel, combine the verdicts.
 
 use super::explain::{explain_invalid, explain_stopped};
+use super::factor::Components;
 use super::model::Model;
 use super::models::PerKey;
 use super::prepare::prepare;
@@ -189,6 +190,7 @@ fn check_parts<M: Model>(
                 Stop::Cancelled,
                 Progress {
                     best_prefix: Vec::new(),
+                    stuck: None,
                     best_required: 0,
                     total_required: 0,
                     best_state: model.init(),
@@ -207,9 +209,13 @@ fn check_part<M: Model>(
     steps: u64,
 ) -> PartVerdict<M::State> {
     let has_optional = part.ops.iter().any(|o| !o.required);
+    // Several components: focus on one at a time and, in the exact search, factor the
+    // memo by component (see search.rs).
+    let comps = Components::new(model, part);
+    let comps = comps.as_ref();
     if has_optional {
         if model.small_state_space() {
-            match search(model, part, Mode::Relaxed, budget, steps) {
+            match search(model, part, Mode::Relaxed, budget, steps, comps) {
                 Outcome::Linearizable { exact: true } => return PartVerdict::Valid,
                 Outcome::NotLinearizable(p) => return PartVerdict::Invalid(p),
                 Outcome::Stopped(s, p) => return PartVerdict::Stopped(s, p),
@@ -217,14 +223,18 @@ fn check_part<M: Model>(
                 Outcome::Linearizable { exact: false } => {}
             }
         }
-        match search(model, part, Mode::Greedy, budget, steps) {
-            Outcome::Linearizable { .. } => return PartVerdict::Valid,
-            Outcome::Stopped(s, p) => return PartVerdict::Stopped(s, p),
-            // The greedy memo may cut real paths, so its failure proves nothing.
-            Outcome::NotLinearizable(_) => {}
+        // The greedy pass's unfactored memo would meet the product of the components'
+        // configurations, so a factored part goes straight to the exact search.
+        if comps.is_none() {
+            match search(model, part, Mode::Greedy, budget, steps, None) {
+                Outcome::Linearizable { .. } => return PartVerdict::Valid,
+                Outcome::Stopped(s, p) => return PartVerdict::Stopped(s, p),
+                // The greedy memo may cut real paths, so its failure proves nothing.
+                Outcome::NotLinearizable(_) => {}
+            }
         }
     }
-    match search(model, part, Mode::Exact, budget, steps) {
+    match search(model, part, Mode::Exact, budget, steps, comps) {
         Outcome::Linearizable { .. } => PartVerdict::Valid,
         Outcome::NotLinearizable(p) => PartVerdict::Invalid(p),
         Outcome::Stopped(s, p) => PartVerdict::Stopped(s, p),

@@ -20,105 +20,58 @@
 //!   the 2^k subsets of k indeterminate ops into a few antichains (etcd_002: 912k
 //!   iterations down to 15k);
 //! - candidates: required ops first, optional ops only when no required op fits;
-//! - focus on the next deadline: let R be the unplaced required op that completes first.
-//!   If every candidate has a footprint (see [`Model::footprint`]), only candidates with
-//!   R's footprint are tried. Sound and complete: take any valid continuation and move
-//!   the ops with other footprints that it places before R to just after R. They commute
-//!   with R's ops, and none of them must precede one of R's ops in real time: such an op
-//!   Y has Y.end >= R.end (R completes first), while an op Z placed before R has
-//!   Z.invoke < R.end (else R would have to precede Z). This turns the product of the
-//!   keys' search spaces of an unsplit keyed history into (roughly) their sum;
+//! - components: ops declare footprints ([`Model::footprint`]); atoms joined by a
+//!   multi-atom op form one component (see `factor.rs`), each op lies in one component,
+//!   and each component has its own entry list. The return entries are also linked in one
+//!   list, so R, the unplaced required op that completes first, is always at hand;
+//! - focus on the next deadline: only candidates in R's component are tried. Sound and
+//!   complete: take any valid continuation and move the ops of other components that it
+//!   places before R to just after R. They commute with R's component's ops, and none of
+//!   them must precede one of those in real time: such an op Y has Y.end >= R.end (R
+//!   completes first), while an op Z placed before R has Z.invoke < R.end (else R would
+//!   have to precede Z). So the candidates are exactly the JIT candidates of R's
+//!   component's own sub-history, and a scan walks only that component's list;
+//! - a factored memo (exact search with several components; `factor.rs` has the full
+//!   argument): the search state is the tuple of the components' projected states, and a
+//!   dead configuration is recorded as a nogood against one component only: (component,
+//!   its projected state, its placed ops). A configuration is dead as soon as one
+//!   component's restriction is, whatever the others do, so a nogood prunes every
+//!   combination sharing it, and a failure backjumps straight to the frame that last
+//!   changed the dead component. The memo is the sum of the components' memos, not their
+//!   product: c50 of Porcupine's kv, unsplit, from no verdict to seconds;
 //! - a relaxed pass (optional ops reusable, not recorded in the memo's set) for models with
 //!   small state spaces: every real linearization is a relaxed one, so a relaxed failure
 //!   proves the part invalid at polynomial cost, where the exact search would have to try
 //!   every subset of indeterminate ops.
 
-use super::fxhash::{FxHashMap, FxHashSet};
+use super::factor::{nogood_key, Components, Factored};
+use super::fxhash::FxHashMap;
 use super::model::Model;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use super::part::{Budget, Outcome, Part, PartOp, Progress, Stop};
+use super::relaxed::relaxed_is_real;
+use super::tables::{Interner, KeySet};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 const NIL: u32 = u32::MAX;
-const NO_STATE: u32 = u32::MAX;
+pub(crate) const NO_STATE: u32 = u32::MAX;
 
-/// One op of a part, ready for the search.
-#[derive(Debug, Clone)]
-pub(crate) struct PartOp {
-    /// Index into `History::pairs()`.
-    pub pair: usize,
-    /// Interned model-op id (index into `Part::values`).
-    pub op: u32,
-    /// Surely took effect (ok, or an observation); otherwise optional.
-    pub required: bool,
-    /// Invoke position in the history.
-    pub invoke: usize,
-    /// Completion position; `usize::MAX` for optional ops.
-    pub end: usize,
-}
-
-/// One independently checkable part of a history (one key, or everything).
-#[derive(Debug, Clone)]
-pub(crate) struct Part<O> {
-    /// The key, or `None` for an unkeyed/unsplit part.
-    pub key: Option<String>,
-    /// Ops in invoke order.
-    pub ops: Vec<PartOp>,
-    /// Distinct model ops.
-    pub values: Vec<O>,
-}
-
-/// Shared limits and the cancellation flag of one check.
-pub(crate) struct Budget {
-    pub deadline: Option<Instant>,
-    pub max_memory: Option<u64>,
-    pub used_memory: AtomicU64,
-    pub cancel: AtomicBool,
-}
-
-/// Why a search stopped without a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stop {
-    Time,
-    Memory,
-    Cancelled,
-    /// The search's step allowance for this round ran out; the driver retries the part
-    /// with a larger one, so no part can starve the others.
-    Steps,
-}
-
-/// How far a search got.
-#[derive(Debug, Clone)]
-pub(crate) struct Progress<S> {
-    /// Part-op indices of the longest linearizable prefix found, in order.
-    pub best_prefix: Vec<u32>,
-    /// Required ops in that prefix, and in the part.
-    pub best_required: usize,
-    pub total_required: usize,
-    /// The model state after the best prefix.
-    pub best_state: S,
-    /// Memo entries, and the estimated bytes of memo, interned states and transitions.
-    pub memo_entries: usize,
-    pub memo_bytes: u64,
-}
-
-/// What one search concluded.
-#[derive(Debug)]
-pub(crate) enum Outcome<S> {
-    /// A linearization exists. `exact` is false when a relaxed search found one that
-    /// reuses an optional op, which proves nothing.
-    Linearizable { exact: bool },
-    /// No linearization exists.
-    NotLinearizable(Progress<S>),
-    /// A bound or cancellation stopped the search.
-    Stopped(Stop, Progress<S>),
-}
-
-struct Frame {
+/// One placed op on the search stack, with what is needed to undo it.
+pub(crate) struct Frame {
     entry: u32,
     focus: u64,
     phase: u8,
     prev_state: u32,
-    op: u32,
+    /// The op's component's projected state before it (factored search only).
+    prev_proj: u32,
+    /// The op was a required read ([`Model::read_only`]) that fits the state. Any valid
+    /// continuation can be reordered to place it first: it is available now, no unplaced
+    /// op must precede it (its call is before every unplaced return), it succeeds here,
+    /// and it changes no state wherever it was placed, so the others see the same states. So if this child fails, its parent fails too,
+    /// and the parent's other candidates are not tried. (Within one component the same
+    /// holds for the component's restriction, so the reason for the failure carries over.)
+    forced: bool,
+    pub(crate) op: u32,
     lifted: bool,
 }
 
@@ -130,7 +83,7 @@ const MEMO_ENTRY_OVERHEAD: u64 = 48;
 const TRANS_ENTRY_BYTES: u64 = 24;
 
 /// Per-state overhead beyond the state itself: the index's slot and id.
-const STATE_ENTRY_OVERHEAD: u64 = 16;
+pub(crate) const STATE_ENTRY_OVERHEAD: u64 = 16;
 
 /// How the search treats optional (indeterminate) ops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +105,7 @@ pub(crate) fn search<M: Model>(
     mode: Mode,
     budget: &Budget,
     max_steps: u64,
+    comps: Option<&Components>,
 ) -> Outcome<M::State> {
     let relaxed = mode == Mode::Relaxed;
     let mark_optional = mode == Mode::Exact;
@@ -170,7 +124,11 @@ pub(crate) fn search<M: Model>(
     }
     let mut used = vec![0u32; part.values.len()];
 
-    // The entry list; entry 0 is the head sentinel.
+    // The entry lists: one per component (just one without components), entries `0..heads`
+    // are their head sentinels. With components, the return entries are also linked in
+    // one list of their own (sentinel `rhead`), whose first entry sets the focus.
+    let heads = comps.map_or(1, |c| c.sizes.len());
+    let focused = comps.is_some();
     let mut events: Vec<(usize, u32, bool)> = Vec::with_capacity(2 * n);
     for (i, o) in ops.iter().enumerate() {
         events.push((o.invoke, i as u32, true));
@@ -179,17 +137,29 @@ pub(crate) fn search<M: Model>(
         }
     }
     events.sort_unstable_by_key(|e| (e.0, !e.2));
-    let m = events.len() + 1;
+    let m = heads + events.len() + 1;
+    let rhead = m - 1;
     let mut next = vec![NIL; m];
     let mut prev = vec![NIL; m];
+    let mut rnext = vec![NIL; if focused { m } else { 0 }];
+    let mut rprev = rnext.clone();
+    let mut tail: Vec<usize> = (0..heads).collect();
+    let mut rtail = rhead;
     let mut op_of = vec![0u32; m];
     let mut is_call = vec![false; m];
     let mut call_entry = vec![NIL; n];
     let mut ret_entry = vec![NIL; n];
     for (i, &(_, o, call)) in events.iter().enumerate() {
-        let id = i + 1;
-        prev[id] = i as u32;
-        next[i] = id as u32;
+        let id = heads + i;
+        let list = comps.map_or(0, |c| c.comp_of[o as usize] as usize);
+        prev[id] = tail[list] as u32;
+        next[tail[list]] = id as u32;
+        tail[list] = id;
+        if focused && !call {
+            rprev[id] = rtail as u32;
+            rnext[rtail] = id as u32;
+            rtail = id;
+        }
         op_of[id] = o;
         is_call[id] = call;
         if call {
@@ -199,9 +169,8 @@ pub(crate) fn search<M: Model>(
         }
     }
 
-    let mut states: Vec<M::State> = vec![model.init()];
-    let mut state_ids: FxHashMap<M::State, u32> = FxHashMap::default();
-    state_ids.insert(model.init(), 0);
+    let mut states: Interner<M::State> = Interner::new();
+    states.intern(model.init());
     let mut trans: FxHashMap<u64, u32> = FxHashMap::default();
 
     let words = n / 64 + 1;
@@ -226,7 +195,7 @@ pub(crate) fn search<M: Model>(
     let dominance = mark_optional && n_optional > 0;
     let mut dmemo: FxHashMap<Box<[u64]>, Vec<u64>> = FxHashMap::default();
     let mut memo_entries = 0usize;
-    let mut memo: FxHashSet<Box<[u64]>> = FxHashSet::default();
+    let mut memo = KeySet::new();
     let mut memo_bytes: u64 = 0;
     let mut reported_bytes: u64 = 0;
 
@@ -242,39 +211,46 @@ pub(crate) fn search<M: Model>(
     let mut low_water = 0usize;
 
     const ANY: u64 = u64::MAX;
-    let footprint: Vec<u64> = ops
-        .iter()
-        .map(|o| model.footprint(&part.values[o.op as usize]).unwrap_or(ANY))
-        .collect();
-    let confined = footprint.iter().all(|&f| f != ANY);
-    // The footprint of the first return entry in the list, or ANY.
-    let focus_of = |next: &[u32]| -> u64 {
-        if !confined {
-            return ANY;
-        }
-        let mut e = next[0];
-        while e != NIL {
-            if !is_call[e as usize] {
-                return footprint[op_of[e as usize] as usize];
-            }
-            e = next[e as usize];
-        }
-        ANY
+    let footprint: Vec<u64> = match comps {
+        Some(c) => c.comp_of.iter().map(|&c| c as u64).collect(),
+        None => Vec::new(),
     };
-    let mut entry = next[0];
-    let mut focus = focus_of(&next);
+    // The component of the first return entry, or ANY; and the list to scan for it.
+    let focus_of = |rnext: &[u32]| -> u64 {
+        match rnext.get(rhead) {
+            Some(&e) if e != NIL => footprint[op_of[e as usize] as usize],
+            _ => ANY,
+        }
+    };
+    let head_of = |focus: u64| if focus == ANY { 0 } else { focus as usize };
+    // The factored memo of the exact search (see the module docs). Not for the relaxed
+    // pass: its pushes of reusable optional ops need the plain memo's visited marks to
+    // avoid cycles, which nogoods (learnt on failure) do not give.
+    let mut fac = comps
+        .filter(|_| mode == Mode::Exact)
+        .map(|c| Factored::new(model, c));
+    let mut focus = focus_of(&rnext);
+    let mut entry = next[head_of(focus)];
     let mut phase: u8 = 0;
     let mut iterations: u64 = 0;
 
-    let progress = |best: &[u32], best_required, best_state: &M::State, memo_len, bytes| Progress {
-        best_prefix: best.to_vec(),
-        best_required,
-        total_required,
-        best_state: best_state.clone(),
-        memo_entries: memo_len,
-        memo_bytes: bytes,
-    };
+    let progress =
+        |best: &[u32], best_required, best_state: &M::State, memo_len, bytes, stuck| Progress {
+            best_prefix: best.to_vec(),
+            stuck,
+            best_required,
+            total_required,
+            best_state: best_state.clone(),
+            memo_entries: memo_len,
+            memo_bytes: bytes,
+        };
 
+    // The component found dead from the start, when the factored search fails.
+    let mut dead_component: Option<u64> = None;
+    let read_only: Vec<bool> = part.values.iter().map(|v| model.read_only(v)).collect();
+    let mut key_buf: Vec<u64> = Vec::new();
+    // The current configuration is known dead before its window is exhausted.
+    let mut dead_now = false;
     let stop = loop {
         if remaining == 0 {
             break None;
@@ -282,8 +258,12 @@ pub(crate) fn search<M: Model>(
         iterations += 1;
         if iterations & 1023 == 0 {
             // The tables' own slots, which grow in jumps (a resize doubles them).
-            let slots = (memo.capacity() + dmemo.capacity()) * 17
-                + state_ids.capacity() * (std::mem::size_of::<M::State>() + 5)
+            let fac_slots = fac
+                .as_ref()
+                .map_or(0, |f| f.nogoods.capacity() * 17 + f.states.capacity() * 17);
+            let slots = fac_slots
+                + (memo.capacity() + dmemo.capacity()) * 17
+                + states.capacity() * 17
                 + trans.capacity() * 13;
             let current = memo_bytes + slots as u64;
             let delta = current.saturating_sub(reported_bytes);
@@ -305,39 +285,49 @@ pub(crate) fn search<M: Model>(
         if entry != NIL && is_call[entry as usize] {
             let o = op_of[entry as usize];
             let po = &ops[o as usize];
-            let eligible = (focus == ANY || footprint[o as usize] == focus)
-                && if po.required {
-                    phase == 0
-                } else {
-                    phase == 1 && ordinal[o as usize] == used[po.op as usize]
-                };
+            // (Every entry of the scanned list is in the focus component.)
+            let eligible = if po.required {
+                phase == 0
+            } else {
+                phase == 1 && ordinal[o as usize] == used[po.op as usize]
+            };
             if eligible {
-                let tkey = ((po.op as u64) << 32) | state as u64;
+                // The factored search steps the op's component's projected state alone.
+                let from = match fac.as_ref() {
+                    Some(f) => f.cur[f.comps.comp_of[o as usize] as usize],
+                    None => state,
+                };
+                let tkey = ((po.op as u64) << 32) | from as u64;
                 let ns = match trans.get(&tkey) {
                     Some(&s) => s,
+                    None if fac.is_some() => {
+                        let f = fac.as_mut().expect("checked");
+                        let value = &part.values[po.op as usize];
+                        let s = f.step(model, from, value, &mut memo_bytes);
+                        trans.insert(tkey, s);
+                        memo_bytes += TRANS_ENTRY_BYTES;
+                        s
+                    }
                     None => {
-                        let s = match model
-                            .step(&states[state as usize], &part.values[po.op as usize])
-                        {
+                        let s = match model.step(states.get(state), &part.values[po.op as usize]) {
                             None => NO_STATE,
-                            Some(next_state) => match state_ids.get(&next_state) {
-                                Some(&id) => id,
-                                None => {
-                                    // Held twice (the list and the index), plus a slot.
-                                    memo_bytes += 2 * model.state_bytes(&next_state) as u64
-                                        + STATE_ENTRY_OVERHEAD;
-                                    let id = states.len() as u32;
-                                    states.push(next_state.clone());
-                                    state_ids.insert(next_state, id);
-                                    id
+                            Some(next_state) => {
+                                let bytes = model.state_bytes(&next_state) as u64;
+                                let (id, fresh) = states.intern(next_state);
+                                if fresh {
+                                    memo_bytes += bytes + STATE_ENTRY_OVERHEAD;
                                 }
-                            },
+                                id
+                            }
                         };
                         trans.insert(tkey, s);
                         memo_bytes += TRANS_ENTRY_BYTES;
                         s
                     }
                 };
+                // A required read that fits can go first in any valid continuation: see
+                // `Frame::forced`.
+                let noop = po.required && ns == from && read_only[po.op as usize];
                 if ns != NO_STATE {
                     let lift = po.required || !relaxed;
                     let oi = opt_index[o as usize] as usize;
@@ -346,10 +336,23 @@ pub(crate) fn search<M: Model>(
                     } else if mark_optional {
                         used_bits[oi / 64] |= 1 << (oi % 64);
                     }
-                    let key = memo_key(&bits, ns);
-                    let key_bytes = key.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
-                    let fresh = if dominance {
-                        let seen = dmemo.entry(key).or_default();
+                    let fresh = if let Some(f) = fac.as_mut() {
+                        // Only this op's component changed: only its nogoods can apply.
+                        // (A relaxed search's optional ops stay available: never marked.)
+                        if lift {
+                            f.set(o, true);
+                        }
+                        let c = f.comps.comp_of[o as usize];
+                        nogood_key(&mut key_buf, c, &f.bits[c as usize], ns);
+                        let dead = f.nogoods.contains(&key_buf);
+                        if dead && lift {
+                            f.set(o, false);
+                        }
+                        !dead
+                    } else if dominance {
+                        nogood_key(&mut key_buf, 0, &bits, ns);
+                        let key_bytes = key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
+                        let seen = dmemo.entry(key_buf.as_slice().into()).or_default();
                         let dominated = seen.chunks(opt_words).any(|u| {
                             u.iter()
                                 .zip(&used_bits)
@@ -363,27 +366,43 @@ pub(crate) fn search<M: Model>(
                             memo_bytes += opt_words as u64 * 8;
                         }
                         !dominated
-                    } else if memo.insert(key) {
-                        memo_bytes += key_bytes;
-                        true
                     } else {
-                        false
+                        // The plain memo: (placed ops, state), with a zero component.
+                        nogood_key(&mut key_buf, 0, &bits, ns);
+                        let fresh = memo.insert(&key_buf);
+                        if fresh {
+                            memo_bytes += key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
+                        }
+                        fresh
                     };
                     if fresh {
-                        memo_entries += 1;
+                        let mut prev_proj = 0;
+                        if let Some(f) = fac.as_mut() {
+                            let c = f.comps.comp_of[o as usize] as usize;
+                            prev_proj = std::mem::replace(&mut f.cur[c], ns);
+                        } else {
+                            memo_entries += 1;
+                        }
                         stack.push(Frame {
                             entry,
                             focus,
                             phase,
                             prev_state: state,
+                            prev_proj,
+                            forced: noop,
                             op: o,
                             lifted: lift,
                         });
-                        state = ns;
+                        if fac.is_none() {
+                            state = ns;
+                        }
                         if lift {
                             remove(&mut next, &mut prev, call_entry[o as usize]);
                             if po.required {
                                 remove(&mut next, &mut prev, ret_entry[o as usize]);
+                                if focused {
+                                    remove(&mut rnext, &mut rprev, ret_entry[o as usize]);
+                                }
                                 remaining -= 1;
                             } else {
                                 used[po.op as usize] += 1;
@@ -398,8 +417,8 @@ pub(crate) fn search<M: Model>(
                             best_state = state;
                             low_water = stack.len();
                         }
-                        entry = next[0];
-                        focus = focus_of(&next);
+                        focus = focus_of(&rnext);
+                        entry = next[head_of(focus)];
                         phase = 0;
                         continue;
                     }
@@ -408,39 +427,78 @@ pub(crate) fn search<M: Model>(
                     } else if mark_optional {
                         used_bits[oi / 64] &= !(1 << (oi % 64));
                     }
+                    if noop {
+                        // Placing this no-op first was already refuted (see `forced`).
+                        dead_now = true;
+                    }
                 }
             }
-            entry = next[entry as usize];
+            entry = if dead_now { NIL } else { next[entry as usize] };
             continue;
         }
         // The end of the window: the return of an op not yet linearized.
-        if phase == 0 && optional_live > 0 {
+        if phase == 0 && optional_live > 0 && !dead_now {
             phase = 1;
-            entry = next[0];
+            entry = next[head_of(focus)];
             continue;
         }
-        let Some(f) = stack.pop() else {
+        // The configuration is dead. Its focus component is the reason: no op of that
+        // component can go next (the children that failed for another component's
+        // reason backjumped past it). Pop to the frame that last changed the reason's
+        // component; every configuration popped on the way shares the dead projection.
+        let reason = focus;
+        dead_now = false;
+        let f = loop {
+            let Some(f) = stack.pop() else {
+                break None;
+            };
+            low_water = low_water.min(stack.len());
+            let po = &ops[f.op as usize];
+            state = f.prev_state;
+            let mut changed_reason = true;
+            if let Some(fc) = fac.as_mut() {
+                let c = fc.comps.comp_of[f.op as usize];
+                changed_reason = c as u64 == reason;
+                if changed_reason {
+                    // Learn: this projection of the reason's component cannot be extended.
+                    nogood_key(&mut key_buf, c, &fc.bits[c as usize], fc.cur[c as usize]);
+                    memo_bytes += key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
+                    fc.nogoods.insert(&key_buf);
+                    memo_entries += 1;
+                }
+                if f.lifted {
+                    fc.set(f.op, false);
+                }
+                fc.cur[c as usize] = f.prev_proj;
+            }
+            if f.lifted {
+                if po.required {
+                    bits[f.op as usize / 64] &= !(1 << (f.op % 64));
+                } else if mark_optional {
+                    let oi = opt_index[f.op as usize] as usize;
+                    used_bits[oi / 64] &= !(1 << (oi % 64));
+                }
+                if po.required {
+                    restore(&mut next, &mut prev, ret_entry[f.op as usize]);
+                    if focused {
+                        restore(&mut rnext, &mut rprev, ret_entry[f.op as usize]);
+                    }
+                    remaining += 1;
+                } else {
+                    used[po.op as usize] -= 1;
+                    optional_live += 1;
+                }
+                restore(&mut next, &mut prev, call_entry[f.op as usize]);
+            }
+            // A forced frame's parent had no other choice worth trying: it is dead too.
+            if changed_reason && !f.forced {
+                break Some(f);
+            }
+        };
+        let Some(f) = f else {
+            dead_component = Some(reason);
             break None;
         };
-        low_water = low_water.min(stack.len());
-        let po = &ops[f.op as usize];
-        state = f.prev_state;
-        if f.lifted {
-            if po.required {
-                bits[f.op as usize / 64] &= !(1 << (f.op % 64));
-            } else if mark_optional {
-                let oi = opt_index[f.op as usize] as usize;
-                used_bits[oi / 64] &= !(1 << (oi % 64));
-            }
-            if po.required {
-                restore(&mut next, &mut prev, ret_entry[f.op as usize]);
-                remaining += 1;
-            } else {
-                used[po.op as usize] -= 1;
-                optional_live += 1;
-            }
-            restore(&mut next, &mut prev, call_entry[f.op as usize]);
-        }
         entry = next[f.entry as usize];
         phase = f.phase;
         focus = f.focus;
@@ -449,13 +507,39 @@ pub(crate) fn search<M: Model>(
         .used_memory
         .fetch_sub(reported_bytes, Ordering::Relaxed);
 
+    // The factored search kept no whole states: rebuild the best prefix's by replaying it.
+    let mut stuck = None;
+    if let Some(f) = fac.as_ref() {
+        // A refutation concerns one component: report its part of the best prefix and its
+        // first op that could not be placed after it.
+        if let (Some(dead), None) = (dead_component, stop) {
+            best.retain(|&i| f.comps.comp_of[i as usize] as u64 == dead);
+            best_required = best.iter().filter(|&&i| ops[i as usize].required).count();
+            let mut in_prefix = vec![false; n];
+            for &i in &best {
+                in_prefix[i as usize] = true;
+            }
+            stuck = (0..n)
+                .filter(|&i| ops[i].required && !in_prefix[i] && f.comps.comp_of[i] as u64 == dead)
+                .min_by_key(|&i| ops[i].end)
+                .map(|i| i as u32);
+        }
+        let mut whole = model.init();
+        for &i in &best {
+            if let Some(s) = model.step(&whole, &part.values[ops[i as usize].op as usize]) {
+                whole = s;
+            }
+        }
+        best_state = states.intern(whole).0;
+    }
     let prog = |best: &[u32]| {
         progress(
             best,
             best_required,
-            &states[best_state as usize],
+            states.get(best_state),
             memo_entries,
             memo_bytes.max(reported_bytes),
+            stuck,
         )
     };
     let outcome = match stop {
@@ -469,7 +553,8 @@ pub(crate) fn search<M: Model>(
     // Freeing millions of memo entries and states takes seconds (5 s for 1M states of
     // an unsplit map), which would overrun the time limit: hand big ones to a thread.
     if memo_entries + states.len() > LARGE_SEARCH {
-        let garbage = (memo, dmemo, states, state_ids, trans);
+        let fac = fac.map(|f| (f.states, f.nogoods));
+        let garbage = (memo, dmemo, states, trans, fac);
         // If no thread can be had, the failed spawn frees them here: late but correct.
         let _ = std::thread::Builder::new().spawn(move || drop(garbage));
     }
@@ -478,77 +563,6 @@ pub(crate) fn search<M: Model>(
 
 /// Memo entries plus states above which a search's tables are freed in the background.
 const LARGE_SEARCH: usize = 100_000;
-
-/// Whether a relaxed linearization (optional ops reusable) can be made real by giving
-/// each use of an optional class its own member of that class.
-///
-/// A use may take any member invoked before the first completion of a required op still
-/// unplaced at that step (the same just-in-time rule the search applies). Members only
-/// have a lower bound (invoke) and uses only an upper bound, so serving uses in order of
-/// their bound with the earliest-invoked free member finds a matching if one exists.
-fn relaxed_is_real(ops: &[PartOp], stack: &[Frame]) -> bool {
-    let mut ends: Vec<(usize, u32)> = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| o.required)
-        .map(|(i, o)| (o.end, i as u32))
-        .collect();
-    ends.sort_unstable();
-    let mut placed = vec![false; ops.len()];
-    let mut cursor = 0;
-    // (class, bound) for every use of an optional op.
-    let mut uses: Vec<(u32, usize)> = Vec::new();
-    for f in stack {
-        let o = &ops[f.op as usize];
-        if o.required {
-            placed[f.op as usize] = true;
-        } else {
-            while cursor < ends.len() && placed[ends[cursor].1 as usize] {
-                cursor += 1;
-            }
-            let bound = ends.get(cursor).map_or(usize::MAX, |e| e.0);
-            uses.push((o.op, bound));
-        }
-    }
-    if uses.is_empty() {
-        return true;
-    }
-    uses.sort_unstable();
-    let mut members: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
-    for o in ops.iter().filter(|o| !o.required) {
-        members.entry(o.op).or_default().push(o.invoke);
-    }
-    let mut taken: FxHashMap<u32, usize> = FxHashMap::default();
-    // Within a class, uses are sorted by bound and members by invoke (part ops are in
-    // invoke order), so the greedy match is a single merge.
-    uses.iter().all(|&(class, bound)| {
-        let t = taken.entry(class).or_insert(0);
-        let ok = members
-            .get(&class)
-            .and_then(|m| m.get(*t))
-            .is_some_and(|&inv| inv < bound);
-        *t += 1;
-        ok
-    })
-}
-
-/// The memo key: the state id and the linearized set, trimmed of leading all-ones words
-/// (ops long done) and trailing zero words (ops not reached).
-fn memo_key(bits: &[u64], state: u32) -> Box<[u64]> {
-    let lo = bits
-        .iter()
-        .position(|&w| w != u64::MAX)
-        .unwrap_or(bits.len());
-    let hi = bits
-        .iter()
-        .rposition(|&w| w != 0)
-        .map_or(0, |i| i + 1)
-        .max(lo);
-    let mut key = Vec::with_capacity(1 + hi - lo);
-    key.push(((lo as u64) << 32) | state as u64);
-    key.extend_from_slice(&bits[lo..hi]);
-    key.into_boxed_slice()
-}
 
 fn remove(next: &mut [u32], prev: &mut [u32], e: u32) {
     let (p, nx) = (prev[e as usize], next[e as usize]);
