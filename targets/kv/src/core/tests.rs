@@ -417,22 +417,29 @@ fn single_node_commits_alone() {
     assert_eq!(node.take_ready().reads, vec![ReadState { ctx: 1, index }]);
 }
 
+/// Three nodes, n1 elected and its lease just renewed by a heartbeat round sent at the
+/// returned time; `bug` turns on `lease_no_margin`.
+fn leader_with_fresh_lease(bug: bool) -> (Vec<RaftCore>, i64) {
+    let mut nodes: Vec<RaftCore> = (1..=3)
+        .map(|id| {
+            let mut cfg = config(id, 3);
+            cfg.bugs.lease_no_margin = bug;
+            RaftCore::new(cfg, Persisted::default(), 0)
+        })
+        .collect();
+    elect(&mut nodes, 1, 0);
+    let sent = 10 * T + 50;
+    nodes[0].tick(sent);
+    settle(&mut nodes, sent, &[]);
+    (nodes, sent)
+}
+
 #[test]
 fn a_clock_jumping_back_stretches_only_the_bugged_lease() {
     // §6.4.1 relies on bounded drift; the correct lease also refuses to be stretched by a
     // backwards jump, the `lease-no-margin` one is not.
     for bug in [false, true] {
-        let mut nodes: Vec<RaftCore> = (1..=3)
-            .map(|id| {
-                let mut cfg = config(id, 3);
-                cfg.bugs.lease_no_margin = bug;
-                RaftCore::new(cfg, Persisted::default(), 0)
-            })
-            .collect();
-        elect(&mut nodes, 1, 0);
-        let sent = 10 * T + 50;
-        nodes[0].tick(sent);
-        settle(&mut nodes, sent, &[]);
+        let (mut nodes, sent) = leader_with_fresh_lease(bug);
         // The leader's clock jumps back by 1 s, then 150 ms of real time pass.
         let after = sent - 1000 + 150;
         assert!(nodes[0].lease_read(sent - 1000).is_some());
@@ -445,17 +452,7 @@ fn a_jump_back_seen_by_a_tick_does_not_stretch_the_correct_lease() {
     // The jump is noticed when it happens (the node ticks), while the first read comes
     // much later: a clamp applied only at read time would grant a fresh lease then.
     for bug in [false, true] {
-        let mut nodes: Vec<RaftCore> = (1..=3)
-            .map(|id| {
-                let mut cfg = config(id, 3);
-                cfg.bugs.lease_no_margin = bug;
-                RaftCore::new(cfg, Persisted::default(), 0)
-            })
-            .collect();
-        elect(&mut nodes, 1, 0);
-        let sent = 10 * T + 50;
-        nodes[0].tick(sent);
-        settle(&mut nodes, sent, &[]);
+        let (mut nodes, sent) = leader_with_fresh_lease(bug);
         // Cut off from here on. 5 ms later the clock jumps back 4 s; ticks go on.
         let jump = 4000;
         let mut t = sent + 5;
