@@ -22,7 +22,8 @@ rows=(
   "ack-before-commit|--bug ack-before-commit --nemesis partition,kill"
   "no-fsync|--bug no-fsync --nemesis kill"
   "vote-without-log-check|--bug vote-without-log-check --nemesis partition,kill"
-  "commit-old-term|--bug commit-old-term --nemesis partition,kill"
+  "commit-old-term|--bug commit-old-term --workload append --nemesis leader-churn"
+  "correct-churn|--workload append --nemesis leader-churn,kill"
   "lease-no-margin|--bug lease-no-margin --read-mode lease --nemesis partition,clock --nemesis-interval 2"
   "correct-lease|--read-mode lease --nemesis partition,clock --nemesis-interval 2"
 )

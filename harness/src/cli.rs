@@ -452,6 +452,7 @@ fn list_text() -> String {
     out.push_str("nemeses (--nemesis, comma separated):\n");
     for (name, desc) in [
         ("partition", "network partitions through the proxy mesh (halves, isolate one, isolate the leader, majorities ring, bridge, one-way)"),
+        ("leader-churn", "cut the leader off; each time another node takes over, cut that one off instead (three hand-overs per fault)"),
         ("kill", "kill -9 and restart nodes (one, a minority, a majority, all, the leader)"),
         ("pause", "SIGSTOP / SIGCONT nodes"),
         ("clock", "bump, strobe or skew node clocks through their admin endpoint"),

@@ -106,6 +106,7 @@ pub enum NemesisError {
 pub const KNOWN_FAULTS: &[&str] = &[
     "none",
     "partition",
+    "leader-churn",
     "kill",
     "pause",
     "clock",

@@ -77,7 +77,8 @@ pub enum FaultAction {
     Partition {
         /// The shape's name: `halves`, `random-halves`, `isolate`, `isolate-leader`,
         /// `majority-minority`,
-        /// `majorities-ring`, `bridge`, `one-way`, or anything for hand-written plans.
+        /// `majorities-ring`, `bridge`, `one-way`, `leader-churn` (follows each new leader,
+        /// see `--nemesis leader-churn`), or anything for hand-written plans.
         shape: String,
         /// The groups, for display; if `blocked` is empty, every message between nodes
         /// of different groups is blocked.

@@ -29,7 +29,7 @@ pub(crate) const SHAPES: &[&str] = &[
 /// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
 const CLASSES: &[&[&str]] = &[
     &["kill", "pause"],
-    &["partition", "slow", "loss"],
+    &["partition", "leader-churn", "slow", "loss"],
     &["clock"],
 ];
 
@@ -43,7 +43,7 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         .faults
         .iter()
         .map(String::as_str)
-        .filter(|k| *k != "partition" || n >= 2)
+        .filter(|k| !matches!(*k, "partition" | "leader-churn") || n >= 2)
         .collect();
     if kinds.is_empty() || n == 0 || iv == 0 {
         return Vec::new();
@@ -161,6 +161,13 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             }
         }
         "partition" => partition(n, rng),
+        // Who to cut off is decided while the fault runs, from who leads.
+        "leader-churn" => FaultAction::Partition {
+            shape: "leader-churn".into(),
+            groups: Vec::new(),
+            blocked: Vec::new(),
+            mode: CutMode::Blackhole,
+        },
         "clock" => {
             let mode = [ClockMode::Bump, ClockMode::Strobe, ClockMode::Skew][rng.gen_range(0..3)];
             let target =

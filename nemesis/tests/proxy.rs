@@ -501,3 +501,90 @@ async fn every_link_matches_the_flow_model() {
     }
     mesh.shutdown().await;
 }
+
+/// Three nodes whose leadership follows the mesh like Raft's would: a node cut off from
+/// everyone still claims to lead, and the lowest-numbered node that still reaches the
+/// others leads too.
+struct FollowsTheMesh(Arc<ProxyMesh>);
+
+impl splitbrain_nemesis::ClusterControl for FollowsTheMesh {
+    fn node_count(&self) -> usize {
+        3
+    }
+    async fn kill(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
+        Ok(())
+    }
+    async fn restart(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
+        Ok(())
+    }
+    async fn pause(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
+        Ok(())
+    }
+    async fn resume(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
+        Ok(())
+    }
+    async fn leaders(&self) -> Vec<usize> {
+        let faults = self.0.faults();
+        let cut_from = |i: usize| {
+            (0..3)
+                .filter(|&j| j != i && faults.flow(i, j).cut.is_some())
+                .count()
+        };
+        let isolated = (0..3).filter(|&i| cut_from(i) == 2);
+        let leading = (0..3).find(|&i| cut_from(i) < 2);
+        isolated.chain(leading).collect()
+    }
+    async fn set_clock_offset(
+        &self,
+        _: usize,
+        _: i64,
+    ) -> Result<(), splitbrain_nemesis::NemesisError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn leader_churn_cuts_off_each_new_leader_three_times_then_heals() {
+    use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
+    let servers = [
+        EchoServer::start().await,
+        EchoServer::start().await,
+        EchoServer::start().await,
+    ];
+    let mesh = Arc::new(
+        ProxyMesh::start(servers.iter().map(|s| s.addr).collect())
+            .await
+            .unwrap(),
+    );
+    let plan: Vec<PlannedFault> = serde_json::from_str(
+        r#"[{"at_ms": 0, "for_ms": 60000, "f": "partition", "shape": "leader-churn"}]"#,
+    )
+    .unwrap();
+    let nemesis = Nemesis::with_mesh(NemesisSpec::from_plan(plan), Some(mesh.clone()));
+    let ops = Ops::default();
+    let cluster = FollowsTheMesh(mesh.clone());
+    nemesis
+        .run(&cluster, &ops, Duration::from_millis(600))
+        .await
+        .unwrap();
+    let recorded = ops.0.lock().unwrap().clone();
+    let isolated: Vec<&str> = recorded
+        .iter()
+        .filter(|(f, _)| f == "churn-partition")
+        .map(|(_, v)| v["isolated"].as_str().unwrap())
+        .collect();
+    // n1 led first; each hand-over moves the cut to the node that took over
+    assert_eq!(
+        recorded[0].1["leader-churn"],
+        serde_json::json!([["n1"], ["n2", "n3"]])
+    );
+    assert_eq!(isolated, vec!["n2", "n1", "n2"], "{recorded:?}");
+    let faults = mesh.faults();
+    for j in [0, 2] {
+        assert!(faults.flow(1, j).cut.is_some() && faults.flow(j, 1).cut.is_some());
+    }
+    assert!(faults.flow(0, 2).cut.is_none() && faults.flow(2, 0).cut.is_none());
+    nemesis.heal(&cluster, &ops).await.unwrap();
+    assert!(mesh.faults().is_clean());
+    mesh.shutdown().await;
+}

@@ -240,3 +240,23 @@ fn plan_file_round_trip_and_errors() {
     assert!(NemesisSpec::from_plan_file(&dir.join("missing.json")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn leader_churn_is_a_partition_resolved_at_run_time() {
+    let p = plan("leader-churn", 5, 5);
+    assert!(!p.is_empty());
+    for f in &p {
+        match &f.action {
+            FaultAction::Partition { shape, groups, .. } => {
+                assert_eq!(shape, "leader-churn");
+                assert!(groups.is_empty(), "groups are chosen when it runs");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // it shares the network class: never overlaps a partition
+    let mixed = plan("partition,leader-churn", 2, 5);
+    for w in mixed.windows(2) {
+        assert!(w[0].at_ms + w[0].for_ms <= w[1].at_ms);
+    }
+}

@@ -2,7 +2,7 @@
 //! and a timeline of op latencies with the nemesis's faults shaded.
 
 use crate::{xml_escape as esc, RunSummary};
-use splitbrain_checkers::{History, Outcome, Validity};
+use splitbrain_checkers::{History, Outcome, Process, Validity};
 use std::fmt::Write;
 
 const WIDTH: f64 = 900.0;
@@ -87,13 +87,19 @@ pre{{background:#f6f8fa;padding:8px;white-space:pre-wrap}}</style></head><body>\
     h
 }
 
-/// Latency of each op against its invoke time; faults as shaded bands.
+/// Latency of each op against its invoke time; faults as shaded bands. Reads only op
+/// heads and pair slots, so a million-op history is drawn without building its ops.
 fn timeline_svg(history: &History) -> String {
-    let end = history.ops().last().map(|o| o.time).unwrap_or(0).max(1) as f64;
-    let max_lat = history
-        .pairs()
+    let n = history.len();
+    let time = |pos: usize| history.op_time(pos).unwrap_or(0);
+    let end = n.checked_sub(1).map(time).unwrap_or(0).max(1) as f64;
+    let slots = history.pair_slots();
+    let latency = |invoke: usize, complete: Option<usize>| {
+        complete.map(|c| time(c).saturating_sub(time(invoke)))
+    };
+    let max_lat = slots
         .iter()
-        .filter_map(|p| p.complete_time.map(|c| c.saturating_sub(p.invoke_time)))
+        .filter_map(|p| latency(p.invoke_pos, p.complete_pos))
         .max()
         .unwrap_or(1)
         .max(1) as f64;
@@ -103,34 +109,42 @@ fn timeline_svg(history: &History) -> String {
         HEIGHT + 20.0
     );
     // Shade from each `start-*` nemesis event to the next event of the nemesis.
-    let nem: Vec<_> = history.nemesis_ops().collect();
-    for (i, op) in nem.iter().enumerate() {
-        if op.f.starts_with("start") || op.f == "kill" || op.f == "pause" {
-            let stop = nem.get(i + 1).map(|o| o.time).unwrap_or(end as u64);
+    let nem: Vec<usize> = (0..n)
+        .filter(|&pos| history.op_process(pos) == Some(Process::Nemesis))
+        .collect();
+    for (i, &pos) in nem.iter().enumerate() {
+        let f = history.op_f(pos).unwrap_or("");
+        if f.starts_with("start") || f == "kill" || f == "pause" {
+            let start = time(pos);
+            let stop = nem.get(i + 1).map(|&q| time(q)).unwrap_or(end as u64);
+            let value = history
+                .op_value(pos)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
             let _ = write!(
                 s,
                 "<rect x=\"{:.1}\" y=\"0\" width=\"{:.1}\" height=\"{HEIGHT}\" fill=\"#f3d0d0\" opacity=\"0.5\"><title>{}</title></rect>",
-                x(op.time),
-                (x(stop) - x(op.time)).max(1.0),
-                esc(&format!("{} {}", op.f, op.value))
+                x(start),
+                (x(stop) - x(start)).max(1.0),
+                esc(&format!("{f} {value}"))
             );
         }
     }
     // Sample at most 5,000 ops so the page stays small.
-    let pairs = history.pairs();
-    let step = (pairs.len() / 5000).max(1);
-    for p in pairs.iter().step_by(step) {
-        let (lat, color) = match (p.outcome, p.complete_time) {
-            (Outcome::Ok, Some(c)) => (c.saturating_sub(p.invoke_time), "#1a7f37"),
-            (Outcome::Fail, Some(c)) => (c.saturating_sub(p.invoke_time), "#bc4c00"),
-            (_, Some(c)) => (c.saturating_sub(p.invoke_time), "#cf222e"),
+    let step = (slots.len() / 5000).max(1);
+    for p in slots.iter().step_by(step) {
+        let lat = latency(p.invoke_pos, p.complete_pos);
+        let (lat, color) = match (p.outcome, lat) {
+            (Outcome::Ok, Some(l)) => (l, "#1a7f37"),
+            (Outcome::Fail, Some(l)) => (l, "#bc4c00"),
+            (_, Some(l)) => (l, "#cf222e"),
             (_, None) => (max_lat as u64, "#cf222e"),
         };
         let y = HEIGHT - (lat as f64 / max_lat).sqrt() * (HEIGHT - 4.0);
         let _ = write!(
             s,
             "<circle cx=\"{:.1}\" cy=\"{y:.1}\" r=\"1.5\" fill=\"{color}\"/>",
-            x(p.invoke_time)
+            x(time(p.invoke_pos))
         );
     }
     let _ = write!(

@@ -33,7 +33,7 @@ const BUGS: &[BugInfo] = &[
     },
     BugInfo {
         name: "commit-old-term",
-        description: "commits entries of an earlier term by counting replicas (Raft figure 8); they can later be overwritten (fault: partition, kill)",
+        description: "commits entries of an earlier term by counting replicas (Raft figure 8); they can later be overwritten (fault: leader-churn, append workload)",
     },
     BugInfo {
         name: "lease-no-margin",

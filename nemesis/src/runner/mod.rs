@@ -16,7 +16,9 @@ use crate::spec::NemesisSpec;
 use crate::{schedule, ClusterControl, NemesisError, NemesisRecorder};
 
 mod heal;
+mod ticks;
 use heal::set_offsets;
+use ticks::{clock_tick, isolate, ChurnJob, ClockJob, CHURN_HANDOVERS, CHURN_POLL};
 
 /// Shortest clock strobe / skew update period, so tick loops stay bounded.
 const MIN_CLOCK_PERIOD_MS: u64 = 10;
@@ -62,18 +64,8 @@ enum Started {
     Nodes(Vec<usize>),
     Net,
     Clock(ClockJob),
+    Churn(ChurnJob),
     Failed,
-}
-
-/// A running clock fault; strobe and skew change the offset on every tick.
-struct ClockJob {
-    nodes: Vec<usize>,
-    mode: ClockMode,
-    offset_ms: i64,
-    period: Duration,
-    started: Instant,
-    next_tick: Instant,
-    on: bool,
 }
 
 /// Every flow to or from any of `nodes`.
@@ -199,6 +191,7 @@ impl Nemesis {
                 .values()
                 .filter_map(|s| match s {
                     Started::Clock(job) if job.mode != ClockMode::Bump => Some(job.next_tick),
+                    Started::Churn(job) if job.handovers_left > 0 => Some(job.next_tick),
                     _ => None,
                 })
                 .min();
@@ -212,11 +205,15 @@ impl Nemesis {
             if now >= deadline {
                 return Ok(());
             }
-            for s in started.values_mut() {
-                if let Started::Clock(job) = s {
-                    if job.mode != ClockMode::Bump && job.next_tick <= now {
+            for (&k, s) in started.iter_mut() {
+                match s {
+                    Started::Clock(job) if job.mode != ClockMode::Bump && job.next_tick <= now => {
                         clock_tick(cluster, job, now).await;
                     }
+                    Started::Churn(job) if job.handovers_left > 0 && job.next_tick <= now => {
+                        self.churn_tick(cluster, recorder, k, job, n).await;
+                    }
+                    _ => {}
                 }
             }
             while let Some(&(t, is_start, k)) = events.get(next) {
@@ -353,15 +350,17 @@ impl Nemesis {
                 blocked,
                 mode,
             } => {
-                // `isolate-leader` is resolved now: cut off whoever leads at this moment.
+                // `isolate-leader` and `leader-churn` are resolved now: cut off whoever
+                // leads at this moment.
                 let resolved;
-                let groups = if shape == "isolate-leader" {
-                    let leader = match self.resolve(cluster, k, Target::Leader, &[], n).await {
+                let mut leader = None;
+                let groups = if shape == "isolate-leader" || shape == "leader-churn" {
+                    let l = match self.resolve(cluster, k, Target::Leader, &[], n).await {
                         Ok(l) => l.first().copied().unwrap_or(0),
                         Err(_) => 0,
                     };
-                    let rest: Vec<usize> = (0..n).filter(|&i| i != leader).collect();
-                    resolved = vec![names(&[leader]), names(&rest)];
+                    leader = Some(l);
+                    resolved = isolate(l, n);
                     &resolved
                 } else {
                     groups
@@ -372,7 +371,16 @@ impl Nemesis {
                 );
                 let part =
                     blocked_flows(groups, blocked, n).map(|flows| NetPart::Cut(flows, *mode));
-                self.start_net(recorder, k, f, desc, part, n)
+                match (self.start_net(recorder, k, f, desc, part, n), leader) {
+                    (Started::Net, Some(isolated)) if shape == "leader-churn" => {
+                        Started::Churn(ChurnJob {
+                            isolated,
+                            handovers_left: CHURN_HANDOVERS,
+                            next_tick: Instant::now() + CHURN_POLL,
+                        })
+                    }
+                    (started, _) => started,
+                }
             }
             FaultAction::Slow {
                 nodes,
@@ -494,7 +502,7 @@ impl Nemesis {
                 let v = json!({"nodes": names(&job.nodes), "offset_ms": 0});
                 recorder.record("stop-clock", with_error(v, &errors));
             }
-            (Started::Net, action) => {
+            (Started::Net | Started::Churn(_), action) => {
                 let kind = action.kind();
                 let result = match &self.network {
                     Some(net) => {
@@ -524,28 +532,6 @@ impl Nemesis {
             (Started::Failed, _) => {}
         }
     }
-}
-
-/// Moves a strobe or skew clock fault one step. Errors are not recorded per tick (a
-/// tick every few ms would flood the history); the start and stop ops carry the fault.
-async fn clock_tick<C: ClusterControl>(cluster: &C, job: &mut ClockJob, now: Instant) {
-    let offset = match job.mode {
-        ClockMode::Strobe => {
-            job.on = !job.on;
-            if job.on {
-                job.offset_ms
-            } else {
-                0
-            }
-        }
-        ClockMode::Skew => {
-            let secs = now.duration_since(job.started).as_secs_f64();
-            (job.offset_ms as f64 * secs).round() as i64
-        }
-        ClockMode::Bump => job.offset_ms,
-    };
-    let _ = set_offsets(cluster, &job.nodes, offset).await;
-    job.next_tick = now + job.period;
 }
 
 fn partition_value(
