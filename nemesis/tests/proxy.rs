@@ -339,8 +339,10 @@ async fn dead_target_resets_the_dialer_and_shutdown_closes_everything() {
     );
 }
 
-/// A cluster with no processes: only the network faults matter here.
-struct NoProcesses(usize);
+/// A cluster with no processes: only the network faults matter here. Given the mesh,
+/// leadership follows it like Raft's would: a node cut off from everyone still claims to
+/// lead, and the lowest-numbered node that still reaches the others leads too.
+struct NoProcesses(usize, Option<Arc<ProxyMesh>>);
 
 impl splitbrain_nemesis::ClusterControl for NoProcesses {
     fn node_count(&self) -> usize {
@@ -359,7 +361,18 @@ impl splitbrain_nemesis::ClusterControl for NoProcesses {
         Ok(())
     }
     async fn leaders(&self) -> Vec<usize> {
-        Vec::new()
+        let (n, Some(mesh)) = (self.0, &self.1) else {
+            return Vec::new();
+        };
+        let faults = mesh.faults();
+        let cut_from = |i: usize| {
+            (0..n)
+                .filter(|&j| j != i && faults.flow(i, j).cut.is_some())
+                .count()
+        };
+        let isolated = (0..n).filter(|&i| cut_from(i) == n - 1);
+        let leading = (0..n).find(|&i| cut_from(i) < n - 1);
+        isolated.chain(leading).collect()
     }
     async fn set_clock_offset(
         &self,
@@ -392,7 +405,7 @@ async fn nemesis_drives_the_mesh_and_heals_it() {
     .unwrap();
     let nemesis = Nemesis::with_mesh(NemesisSpec::from_plan(plan), Some(mesh.clone()));
     let ops = Ops::default();
-    let cluster = NoProcesses(2);
+    let cluster = NoProcesses(2, None);
     nemesis
         .run(&cluster, &ops, Duration::from_millis(400))
         .await
@@ -502,47 +515,6 @@ async fn every_link_matches_the_flow_model() {
     mesh.shutdown().await;
 }
 
-/// Three nodes whose leadership follows the mesh like Raft's would: a node cut off from
-/// everyone still claims to lead, and the lowest-numbered node that still reaches the
-/// others leads too.
-struct FollowsTheMesh(Arc<ProxyMesh>);
-
-impl splitbrain_nemesis::ClusterControl for FollowsTheMesh {
-    fn node_count(&self) -> usize {
-        3
-    }
-    async fn kill(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
-        Ok(())
-    }
-    async fn restart(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
-        Ok(())
-    }
-    async fn pause(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
-        Ok(())
-    }
-    async fn resume(&self, _: usize) -> Result<(), splitbrain_nemesis::NemesisError> {
-        Ok(())
-    }
-    async fn leaders(&self) -> Vec<usize> {
-        let faults = self.0.faults();
-        let cut_from = |i: usize| {
-            (0..3)
-                .filter(|&j| j != i && faults.flow(i, j).cut.is_some())
-                .count()
-        };
-        let isolated = (0..3).filter(|&i| cut_from(i) == 2);
-        let leading = (0..3).find(|&i| cut_from(i) < 2);
-        isolated.chain(leading).collect()
-    }
-    async fn set_clock_offset(
-        &self,
-        _: usize,
-        _: i64,
-    ) -> Result<(), splitbrain_nemesis::NemesisError> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn leader_churn_cuts_off_each_new_leader_three_times_then_heals() {
     use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
@@ -562,7 +534,7 @@ async fn leader_churn_cuts_off_each_new_leader_three_times_then_heals() {
     .unwrap();
     let nemesis = Nemesis::with_mesh(NemesisSpec::from_plan(plan), Some(mesh.clone()));
     let ops = Ops::default();
-    let cluster = FollowsTheMesh(mesh.clone());
+    let cluster = NoProcesses(3, Some(mesh.clone()));
     nemesis
         .run(&cluster, &ops, Duration::from_millis(600))
         .await
