@@ -7,7 +7,7 @@ use super::model::{Completion, Model, Val};
 use super::FailedCas;
 use crate::history::OpPair;
 use serde_json::Value;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 
 fn is_read(f: &str) -> bool {
     matches!(f, "read" | "get" | "r")
@@ -270,6 +270,27 @@ impl Model for ListAppendModel {
     fn state_json(&self, state: &Vec<Val>) -> Value {
         Value::Array(state.iter().map(Val::to_json).collect())
     }
+
+    /// Drops an indeterminate append of x when no read returns a list containing x.
+    ///
+    /// Soundness: in a linearization that uses such an append, every read after it would
+    /// contain x (lists only grow), so none comes after it; only appends do, and an append
+    /// fits any state. Removing it leaves every read's input unchanged.
+    fn prunable(&self, required: &[&ListOp], optional: &[&ListOp]) -> Vec<bool> {
+        let seen: HashSet<&Val> = required
+            .iter()
+            .chain(optional.iter())
+            .filter_map(|o| match o {
+                ListOp::Read(l) => Some(l.iter()),
+                ListOp::Append(_) => None,
+            })
+            .flatten()
+            .collect();
+        optional
+            .iter()
+            .map(|o| matches!(o, ListOp::Append(x) if !seen.contains(x)))
+            .collect()
+    }
 }
 
 /// A `set` op.
@@ -327,6 +348,24 @@ impl Model for SetModel {
 
     fn state_json(&self, state: &BTreeSet<Val>) -> Value {
         Value::Array(state.iter().map(Val::to_json).collect())
+    }
+
+    /// Drops an indeterminate add of x when no read returns x; sound for the reason given
+    /// at [`ListAppendModel`]'s: every read after the add would contain x.
+    fn prunable(&self, required: &[&SetOp], optional: &[&SetOp]) -> Vec<bool> {
+        let seen: HashSet<&Val> = required
+            .iter()
+            .chain(optional.iter())
+            .filter_map(|o| match o {
+                SetOp::Read(r) => Some(r.iter()),
+                SetOp::Add(_) => None,
+            })
+            .flatten()
+            .collect();
+        optional
+            .iter()
+            .map(|o| matches!(o, SetOp::Add(x) if !seen.contains(x)))
+            .collect()
     }
 }
 
