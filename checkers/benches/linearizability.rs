@@ -20,11 +20,7 @@ fn data() -> PathBuf {
 fn checker(model: &str, split: bool, observed: bool) -> Option<LinearizabilityChecker> {
     let options = LinearizabilityOptions {
         split_by_key: split,
-        failed_cas: if observed {
-            FailedCas::Observed
-        } else {
-            FailedCas::Jepsen
-        },
+        failed_cas: FailedCas::observed_if(observed),
         ..Default::default()
     };
     LinearizabilityChecker::new(model, options).ok()

@@ -20,11 +20,7 @@ fn main() {
     };
     let options = LinearizabilityOptions {
         split_by_key: !args.iter().any(|a| a == "--no-split"),
-        failed_cas: if args.iter().any(|a| a == "--failed-cas-observed") {
-            FailedCas::Observed
-        } else {
-            FailedCas::Jepsen
-        },
+        failed_cas: FailedCas::observed_if(args.iter().any(|a| a == "--failed-cas-observed")),
         bounds: splitbrain_checkers::CheckBounds {
             time_limit: args
                 .iter()

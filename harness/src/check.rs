@@ -42,11 +42,7 @@ impl CheckOptions {
         let model = self.model.as_deref().unwrap_or(default_model);
         let opts = LinearizabilityOptions {
             split_by_key: !self.no_split,
-            failed_cas: if self.failed_cas_observed {
-                FailedCas::Observed
-            } else {
-                FailedCas::Jepsen
-            },
+            failed_cas: FailedCas::observed_if(self.failed_cas_observed),
             bounds: self.bounds(),
         };
         Ok(Box::new(LinearizabilityChecker::new(model, opts)?))

@@ -286,15 +286,8 @@ pub async fn run_test(
             // it sees why instead of a missing file.
             let history = History::new(ops).unwrap_or_default();
             let result = CheckResult::new("cluster", Validity::Unknown, format!("{e:#}"));
-            let mut summary = RunSummary::new(
-                spec.name.clone(),
-                Some(run_dir.path.display().to_string()),
-                vec![result],
-                history_stats(&history),
-                Some(spec.seed),
-            );
-            summary.incomplete = Some("the cluster did not start".into());
-            if let Err(w) = crate::check::write_outputs(&run_dir.path, &summary, &history) {
+            let incomplete = Some("the cluster did not start".into());
+            if let Err(w) = store_summary(spec, &run_dir, vec![result], &history, incomplete) {
                 eprintln!("splitbrain: could not write results: {w:#}");
             }
             return Err(e);
@@ -329,16 +322,28 @@ pub async fn run_test(
     })
     .await?;
     let (history, results) = results;
+    let summary = store_summary(spec, &run_dir, results, &history, incomplete)?;
+    Ok(RunOutcome { summary, run_dir })
+}
+
+/// The run's summary, written into its directory (results.json, report.html, junit.xml).
+fn store_summary(
+    spec: &TestSpec,
+    run_dir: &RunDir,
+    results: Vec<CheckResult>,
+    history: &History,
+    incomplete: Option<String>,
+) -> anyhow::Result<RunSummary> {
     let mut summary = RunSummary::new(
         spec.name.clone(),
         Some(run_dir.path.display().to_string()),
         results,
-        history_stats(&history),
+        history_stats(history),
         Some(spec.seed),
     );
     summary.incomplete = incomplete;
-    crate::check::write_outputs(&run_dir.path, &summary, &history)?;
-    Ok(RunOutcome { summary, run_dir })
+    crate::check::write_outputs(&run_dir.path, &summary, history)?;
+    Ok(summary)
 }
 
 /// The main, heal, quiesce and final-read phases.

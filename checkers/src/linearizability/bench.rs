@@ -22,11 +22,7 @@ struct Row {
 fn check(history: &History, model: &str, split: bool, observed: bool) -> (&'static str, f64) {
     let options = LinearizabilityOptions {
         split_by_key: split,
-        failed_cas: if observed {
-            FailedCas::Observed
-        } else {
-            FailedCas::Jepsen
-        },
+        failed_cas: FailedCas::observed_if(observed),
         bounds: crate::CheckBounds {
             time_limit: Some(Duration::from_secs(20)),
             max_memory: None,

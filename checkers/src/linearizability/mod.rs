@@ -120,6 +120,17 @@ pub enum FailedCas {
     Observed,
 }
 
+impl FailedCas {
+    /// `Observed` when `observed` (the `--failed-cas observed` flag), else `Jepsen`.
+    pub fn observed_if(observed: bool) -> FailedCas {
+        if observed {
+            FailedCas::Observed
+        } else {
+            FailedCas::Jepsen
+        }
+    }
+}
+
 /// Options of the linearizability checker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinearizabilityOptions {

@@ -410,6 +410,26 @@ impl Nemesis {
         }
     }
 
+    /// Makes `part` fault `k`'s contribution to the network and applies the whole network
+    /// state; on failure, puts back what fault `k` contributed before (best effort).
+    fn set_net_part(&self, k: usize, part: NetPart, n: usize) -> Result<(), NemesisError> {
+        let net = self
+            .network
+            .as_ref()
+            .ok_or_else(|| NemesisError::Unsupported("no network backend (proxy mesh)".into()))?;
+        let mut st = self.state();
+        let before = st.net.insert(k, part);
+        let r = net.apply(&rebuild(&st.net, n));
+        if r.is_err() {
+            match before {
+                Some(p) => st.net.insert(k, p),
+                None => st.net.remove(&k),
+            };
+            let _ = net.apply(&rebuild(&st.net, n));
+        }
+        r
+    }
+
     fn start_net(
         &self,
         recorder: &dyn NemesisRecorder,
@@ -419,21 +439,7 @@ impl Nemesis {
         part: Result<NetPart, NemesisError>,
         n: usize,
     ) -> Started {
-        let result = part.and_then(|part| {
-            let net = self.network.as_ref().ok_or_else(|| {
-                NemesisError::Unsupported("no network backend (proxy mesh)".into())
-            })?;
-            let mut st = self.state();
-            st.net.insert(k, part);
-            let r = net.apply(&rebuild(&st.net, n));
-            if r.is_err() {
-                st.net.remove(&k);
-                // best effort: put the network back as it was before this fault
-                let _ = net.apply(&rebuild(&st.net, n));
-            }
-            r
-        });
-        match result {
+        match part.and_then(|part| self.set_net_part(k, part, n)) {
             Ok(()) => {
                 recorder.record(f, desc);
                 Started::Net

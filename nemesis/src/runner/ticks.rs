@@ -6,10 +6,10 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{rebuild, set_offsets, with_error, Nemesis, NetPart};
+use super::{set_offsets, with_error, Nemesis, NetPart};
 use crate::network::CutMode;
 use crate::plan::{blocked_flows, names, ClockMode};
-use crate::{ClusterControl, NemesisError, NemesisRecorder};
+use crate::{ClusterControl, NemesisRecorder};
 
 /// How often a `leader-churn` partition asks who leads.
 pub(super) const CHURN_POLL: Duration = Duration::from_millis(20);
@@ -61,14 +61,8 @@ impl Nemesis {
             return;
         };
         let groups = isolate(next, n);
-        let result = blocked_flows(&groups, &[], n).and_then(|flows| {
-            let net = self.network.as_ref().ok_or_else(|| {
-                NemesisError::Unsupported("no network backend (proxy mesh)".into())
-            })?;
-            let mut st = self.state();
-            st.net.insert(k, NetPart::Cut(flows, CutMode::Blackhole));
-            net.apply(&rebuild(&st.net, n))
-        });
+        let result = blocked_flows(&groups, &[], n)
+            .and_then(|flows| self.set_net_part(k, NetPart::Cut(flows, CutMode::Blackhole), n));
         let v = json!({"isolated": crate::node_name(next), "healed": crate::node_name(job.isolated),
                        "groups": groups});
         match result {

@@ -301,15 +301,7 @@ impl Runner {
         if mode == ReadMode::Lease {
             if let Some(index) = self.core.lease_read(now) {
                 let ctx = self.ctx();
-                self.reads.insert(
-                    ctx,
-                    ReadWaiter {
-                        key,
-                        reply,
-                        deadline,
-                        index: Some(index),
-                    },
-                );
+                self.await_read(ctx, key, reply, deadline, Some(index));
                 return;
             }
         }
@@ -322,23 +314,31 @@ impl Runner {
             Err(e) => {
                 let _ = reply.send(not_leader(e.leader));
             }
-            Ok(()) => {
-                self.reads.insert(
-                    ctx,
-                    ReadWaiter {
-                        key,
-                        reply,
-                        deadline,
-                        index: None,
-                    },
-                );
-            }
+            Ok(()) => self.await_read(ctx, key, reply, deadline, None),
         }
     }
 
     fn ctx(&mut self) -> u64 {
         self.next_ctx += 1;
         self.next_ctx
+    }
+
+    /// Parks a read under `ctx` until its index is known (if not already) and applied.
+    fn await_read(
+        &mut self,
+        ctx: u64,
+        key: String,
+        reply: oneshot::Sender<Value>,
+        deadline: Instant,
+        index: Option<u64>,
+    ) {
+        let waiter = ReadWaiter {
+            key,
+            reply,
+            deadline,
+            index,
+        };
+        self.reads.insert(ctx, waiter);
     }
 
     /// Persists, sends, applies and answers; false if there was nothing to do.
