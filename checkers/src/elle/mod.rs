@@ -8,7 +8,10 @@
 //! G1b, dirty-update, duplicate-elements, incompatible-order, internal, future-read,
 //! lost-update, cyclic-versions) and searches each strongly connected component for the
 //! shortest cycle of each class (G0, G1c, G-single-item, G-nonadjacent-item, G2-item and
-//! their `-process` / `-realtime` variants).
+//! their `-process` / `-realtime` variants). Independently of that search, it proves
+//! with linear strongly-connected-component passes which models' forbidden cycles exist
+//! (Elle's `PL-1-cycle-exists` ... `PL-SS-cycle-exists`); those stand when the search
+//! runs out of time and are dropped when a named anomaly already rules the model out.
 //!
 //! As in Elle, a history is invalid only if it shows an anomaly that the required model
 //! forbids; `not` and `also_not` name the models the anomalies rule out.
@@ -21,6 +24,7 @@
 //! ```
 
 pub mod bench;
+mod cycle_exists;
 mod cycles;
 mod found;
 mod graph;
@@ -262,6 +266,11 @@ impl Checker for ElleChecker {
             overall_deadline,
         );
         phase("cycles", &mut phases);
+        // Elle's cycle-existence proofs: linear, so they stand even when the cycle
+        // search above timed out; redundant ones (a named anomaly says more) are dropped.
+        cycle_exists::find(&g, &namer, &mut found);
+        cycle_exists::remove_redundant(&mut found);
+        phase("cycle-exists", &mut phases);
         let mut r = self.result(found, &namer, &g, started);
         r.details["phase-ms"] = phases
             .iter()

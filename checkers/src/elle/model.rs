@@ -391,19 +391,35 @@ pub(crate) fn prohibited_anomalies(model: &str) -> HashSet<String> {
     bfs(direct, &inn)
 }
 
+/// Canonical names of every model these anomalies rule out (Elle's
+/// `anomalies->impossible-models`).
+pub(crate) fn impossible_models<'a>(
+    anomalies: impl IntoIterator<Item = &'a str>,
+) -> HashSet<String> {
+    let implied = all_implied_anomalies(anomalies);
+    let direct = PROSCRIBED
+        .iter()
+        .filter(|(_, proscribed)| proscribed.iter().any(|a| implied.contains(*a)))
+        .map(|(m, _)| canonical(m).to_string());
+    models_implying(direct)
+}
+
+/// The given models and every model that implies one of them, canonical (Elle's
+/// `all-impossible-models`: if these cannot hold, neither can those).
+pub(crate) fn models_implying(models: impl IntoIterator<Item = String>) -> HashSet<String> {
+    let start: Vec<String> = models
+        .into_iter()
+        .map(|m| canonical(&m).to_string())
+        .collect();
+    bfs(start, &model_graph().inn)
+}
+
 /// Elle's `friendly-boundary`: (`not`, `also_not`) for the anomalies found.
 pub(crate) fn boundary<'a>(
     anomalies: impl IntoIterator<Item = &'a str>,
 ) -> (Vec<String>, Vec<String>) {
-    let implied = all_implied_anomalies(anomalies);
-    let mut direct_models: Vec<String> = Vec::new();
-    for (m, proscribed) in PROSCRIBED {
-        if proscribed.iter().any(|a| implied.contains(*a)) {
-            direct_models.push(canonical(m).to_string());
-        }
-    }
+    let impossible = impossible_models(anomalies);
     let mg = model_graph();
-    let impossible = bfs(direct_models, &mg.inn);
     // Weakest: impossible models that imply no other impossible model.
     let weakest: BTreeSet<String> = impossible
         .iter()
