@@ -76,7 +76,7 @@ impl Bug {
 ///
 /// Clients speak HTTP/JSON on --client-listen: `GET /health`, `GET /status`,
 /// `POST /kv {"f":"read"|"write"|"cas"|"append","key":..,"value":..}`,
-/// `GET|POST /admin/clock {"offset_ms":..}`. Nodes speak length-prefixed JSON over TCP on
+/// `GET|POST /admin/clock {"offset_ms":..}`. Nodes speak newline-delimited JSON over TCP on
 /// --peer-listen. State lives in --data-dir; a killed node restarts from it.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "splitbrain-kv", version, verbatim_doc_comment)]

@@ -42,11 +42,7 @@ impl Api {
                 Ok(op) => Response::ok(self.kv(op).await),
                 Err(detail) => Response::error(400, "bad-request", detail),
             },
-            _ => Response::error(
-                404,
-                "bad-request",
-                format!("no route {} {}", req.method, req.path),
-            ),
+            _ => Response::no_route(&req),
         }
     }
 

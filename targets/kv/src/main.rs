@@ -14,20 +14,7 @@ use std::time::Duration;
 
 fn main() {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("splitbrain-kv: cannot start the async runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    if let Err(e) = runtime.block_on(run(args)) {
-        eprintln!("splitbrain-kv: {e}");
-        std::process::exit(1);
-    }
+    splitbrain_target_runtime::cli::run_server("splitbrain-kv", run(args));
 }
 
 async fn run(args: Args) -> Result<(), String> {

@@ -4,6 +4,28 @@
 //! `--peer J=ADDR` per other node (where THIS node dials node J: the harness may put a
 //! proxy there, so the address differs per sender), `--data-dir DIR` and `--bug NAME`.
 
+/// Runs a server's async `main` on a multi-threaded tokio runtime. If the runtime cannot
+/// start or `run` fails, prints `program: error` to stderr and exits with status 1.
+pub fn run_server<F>(program: &str, run: F)
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{program}: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run) {
+        eprintln!("{program}: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// Parses a `--peer` value of the form `ID=HOST:PORT` into `(id, "HOST:PORT")`.
 /// Usable as a clap `value_parser`.
 pub fn parse_peer(s: &str) -> Result<(u64, String), String> {

@@ -42,6 +42,15 @@ impl Response {
         Response { status: 200, body }
     }
 
+    /// The 404 answer for a method and path the server does not serve.
+    pub fn no_route(req: &Request) -> Self {
+        Response::error(
+            404,
+            "bad-request",
+            format!("no route {} {}", req.method, req.path),
+        )
+    }
+
     /// An error response: `{"type":"fail","error":error,"detail":detail}` with this status.
     pub fn error(status: u16, error: &str, detail: impl Into<String>) -> Self {
         Response {

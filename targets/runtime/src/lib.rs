@@ -1,6 +1,6 @@
 //! Runtime shared by splitbrain's bundled targets (reference systems).
 //!
-//! Three small pieces every bundled server needs:
+//! Four small pieces every bundled server needs:
 //!
 //! - [`clock::OffsetClock`]: the node's notion of time. Every timer and lease decision of a
 //!   bundled node reads `monotonic clock + offset`, and the harness moves the offset through
@@ -9,6 +9,7 @@
 //!   request bodies, JSON responses) so targets need no web framework, plus
 //!   [`http::clock_admin`] which serves `GET/POST /admin/clock`.
 //! - [`cli`]: command-line conventions, e.g. parsing `--peer ID=ADDR`.
+//! - [`peer`]: the node-to-node transport, newline-delimited JSON frames over TCP.
 //!
 //! Targets must not depend on any harness crate: they are separate programs spoken to over
 //! the network. This crate is the only code they share.
@@ -16,5 +17,26 @@
 pub mod cli;
 pub mod clock;
 pub mod http;
+pub mod peer;
 
 pub use clock::OffsetClock;
+
+/// FNV-1a, 64 bits: a fixed, portable hash, so every node of a bundled target (and the
+/// harness) maps a string key to the same shard or owner.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fnv1a64_matches_the_reference_vectors() {
+        assert_eq!(super::fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(super::fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
