@@ -135,7 +135,8 @@ struct TestArgs {
     /// Shards (targets that shard).
     #[arg(long, default_value_t = 1)]
     shards: u32,
-    /// Read mode (targets that have several).
+    /// Read mode (targets that have several; for `txn` the isolation level:
+    /// serializable or read-committed).
     #[arg(long)]
     read_mode: Option<String>,
     /// Hedged reads: milliseconds before the second request.
@@ -232,6 +233,14 @@ fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
             a.workload
         )));
     };
+    if !target.workloads().contains(&a.workload.as_str()) {
+        return Err(usage(format!(
+            "target {} cannot run workload {:?} (it runs: {})",
+            a.target,
+            a.workload,
+            target.workloads().join(", ")
+        )));
+    }
     for bug in &a.bugs {
         if !target.bugs().iter().any(|b| b.name == bug) {
             return Err(usage(format!(
@@ -428,6 +437,7 @@ fn list_text() -> String {
     for t in splitbrain::target::all() {
         out.push_str(&format!("  {:<24} {}\n", t.name(), t.description()));
         out.push_str(&format!("    read modes: {}\n", t.read_modes().join(", ")));
+        out.push_str(&format!("    workloads: {}\n", t.workloads().join(", ")));
         for b in t.bugs() {
             out.push_str(&format!("    bug {:<22} {}\n", b.name, b.description));
         }
@@ -436,11 +446,6 @@ fn list_text() -> String {
     for w in splitbrain::workload::all() {
         out.push_str(&format!("  {:<24} {}\n", w.name(), w.description()));
     }
-    out.push_str("  list-append              (check only) Elle list-append transactions\n");
-    out.push_str("  rw-register              (check only) Elle read/write register transactions\n");
-    out.push_str(
-        "  bank                     (check only) transfers between accounts; totals conserved\n",
-    );
     out.push_str("linearizability models (--model):\n");
     for (name, desc) in splitbrain_checkers::linearizability::models() {
         out.push_str(&format!("  {name:<24} {desc}\n"));

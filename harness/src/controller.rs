@@ -346,6 +346,47 @@ fn store_summary(
     Ok(summary)
 }
 
+/// Process ids of setup operations: above every id the main phase and final reads use.
+const SETUP_PROCESS_BASE: u64 = 2_000_000;
+/// Attempts per setup operation before the run gives up.
+const SETUP_ATTEMPTS: u64 = 10;
+
+/// Runs the workload's setup operations before any fault, each until it is `ok`.
+/// Every attempt is recorded under its own process (an `info` attempt may still take
+/// effect, so setup ops must be idempotent, as opening balances are).
+async fn run_setup(
+    setup: &[Invocation],
+    make_client: &(dyn Fn(usize) -> Box<dyn Client> + Send + Sync),
+    recorder: &HistoryRecorder,
+    op_timeout: Duration,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let mut process = SETUP_PROCESS_BASE;
+    for inv in setup {
+        let mut done = false;
+        for attempt in 0..SETUP_ATTEMPTS {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            let mut client = make_client(attempt as usize);
+            let outcome = perform(&mut *client, recorder, process, inv, op_timeout).await;
+            process += 1;
+            if outcome == OpType::Ok {
+                done = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        anyhow::ensure!(
+            done,
+            "setup operation {} {} did not succeed in {SETUP_ATTEMPTS} attempts",
+            inv.f,
+            inv.value
+        );
+    }
+    Ok(())
+}
+
 /// The main, heal, quiesce and final-read phases.
 #[allow(clippy::too_many_arguments)]
 async fn drive(
@@ -371,6 +412,11 @@ async fn drive(
     };
     let limiter = Arc::new(RateLimiter::new(spec.rate));
     let op_timeout = Duration::from_millis(spec.op_timeout_ms + 500);
+    let setup = generator
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .setup_ops();
+    run_setup(&setup, make_client.as_ref(), recorder, op_timeout, &cancel).await?;
     let time_limit = Duration::from_secs_f64(spec.time_limit_s);
     let deadline = Instant::now() + time_limit;
     let active = Arc::new(Mutex::new(String::new()));

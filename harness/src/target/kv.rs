@@ -5,7 +5,10 @@
 //! A `not-leader` failure is definite, so the client may retry it on the hinted leader
 //! within the same logical op: only the last attempt can have taken effect.
 
-use super::{BoxFuture, BugInfo, Client, Completion, Invocation, Target, TargetOptions};
+use super::{
+    bundled_node_args, post_json, BoxFuture, BugInfo, Client, Completion, Invocation, Posted,
+    Target, TargetOptions,
+};
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
 use std::net::SocketAddr;
@@ -54,6 +57,9 @@ impl Target for KvTarget {
     fn bugs(&self) -> &'static [BugInfo] {
         BUGS
     }
+    fn workloads(&self) -> &'static [&'static str] {
+        &["register", "append"]
+    }
     fn read_modes(&self) -> &'static [&'static str] {
         &["read-index", "log", "lease", "follower", "hedged"]
     }
@@ -67,31 +73,18 @@ impl Target for KvTarget {
         data_dir: &std::path::Path,
         opts: &TargetOptions,
     ) -> Vec<String> {
-        let mut args = vec![
-            "--id".to_string(),
-            (i + 1).to_string(),
-            "--client-listen".into(),
-            client_addr.to_string(),
-            "--peer-listen".into(),
-            peer_listen.to_string(),
-            "--data-dir".into(),
-            data_dir.display().to_string(),
-            "--shards".into(),
-            opts.shards.to_string(),
-        ];
-        for (j, addr) in peer_addrs.iter().enumerate() {
-            if j != i {
-                args.push("--peer".into());
-                args.push(format!("{}={}", j + 1, addr));
-            }
-        }
+        let mut args = bundled_node_args(
+            i,
+            client_addr,
+            peer_listen,
+            peer_addrs,
+            data_dir,
+            &opts.bugs,
+        );
+        args.extend(["--shards".to_string(), opts.shards.to_string()]);
         if let Some(mode) = &opts.read_mode {
             args.push("--read-mode".into());
             args.push(mode.clone());
-        }
-        for bug in &opts.bugs {
-            args.push("--bug".into());
-            args.push(bug.clone());
         }
         args.push("--request-timeout-ms".into());
         args.push(
@@ -102,13 +95,6 @@ impl Target for KvTarget {
                 .to_string(),
         );
         args
-    }
-
-    fn is_ready<'a>(&'a self, http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            matches!(http.get(format!("http://{addr}/health")).send().await,
-                Ok(r) if r.status().is_success())
-        })
     }
 
     fn wait_formed<'a>(
@@ -147,27 +133,6 @@ impl Target for KvTarget {
                 }
             }
             out
-        })
-    }
-
-    fn set_clock_offset<'a>(
-        &'a self,
-        http: &'a reqwest::Client,
-        addr: SocketAddr,
-        offset_ms: i64,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let r = http
-                .post(format!("http://{addr}/admin/clock"))
-                .json(&json!({ "offset_ms": offset_ms }))
-                .send()
-                .await
-                .map_err(|e| format!("set clock on {addr}: {e}"))?;
-            if r.status().is_success() {
-                Ok(())
-            } else {
-                Err(format!("set clock on {addr}: HTTP {}", r.status()))
-            }
         })
     }
 
@@ -237,43 +202,19 @@ impl KvClient {
     async fn attempt(&self, node: usize, op: &Invocation, deadline: Instant) -> Attempt {
         let addr = self.addrs[node];
         let name = Some(format!("n{}", node + 1));
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Attempt::Done(Completion::info(op.value.clone(), "timeout", name));
-        }
         let body = json!({ "f": op.f, "key": op.key, "value": op.value });
-        let sent = self
-            .http
-            .post(format!("http://{addr}/kv"))
-            .timeout(remaining)
-            .json(&body)
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let v = match post_json(&self.http, format!("http://{addr}/kv"), &body, remaining).await {
+            Posted::Answer(v) => v,
             // Refused before anything was sent: certainly not applied.
-            Err(e) if e.is_connect() => {
+            Posted::Unreachable => {
                 return Attempt::Redirect {
                     hint: None,
                     error: "connection-refused",
                 }
             }
-            Err(e) if e.is_timeout() => {
-                return Attempt::Done(Completion::info(op.value.clone(), "timeout", name))
-            }
-            Err(e) => {
-                return Attempt::Done(Completion::info(op.value.clone(), e.to_string(), name))
-            }
-        };
-        let status = resp.status();
-        let v: Value = match resp.json().await {
-            Ok(v) => v,
-            Err(e) => {
-                return Attempt::Done(Completion::info(
-                    op.value.clone(),
-                    format!("bad response (HTTP {status}): {e}"),
-                    name,
-                ))
+            Posted::Unknown(why) => {
+                return Attempt::Done(Completion::info(op.value.clone(), why, name))
             }
         };
         match v["type"].as_str() {

@@ -5,6 +5,7 @@
 //! [`Client`] that turns workload invocations into requests.
 
 pub mod kv;
+pub mod txn;
 
 use serde_json::Value;
 use splitbrain_checkers::OpType;
@@ -64,7 +65,7 @@ pub trait Client: Send {
 pub struct TargetOptions {
     /// Number of shards (targets that shard).
     pub shards: u32,
-    /// Read mode (targets that have several).
+    /// Read mode (targets that have several; for `txn`, the isolation level).
     pub read_mode: Option<String>,
     /// Bugs to enable.
     pub bugs: Vec<String>,
@@ -106,8 +107,16 @@ pub trait Target: Send + Sync {
         data_dir: &std::path::Path,
         opts: &TargetOptions,
     ) -> Vec<String>;
-    /// True once the node at `addr` answers its health check.
-    fn is_ready<'a>(&'a self, http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool>;
+    /// Workloads its client can perform (`--workload` names).
+    fn workloads(&self) -> &'static [&'static str];
+    /// True once the node at `addr` answers its health check. The default asks
+    /// `GET /health`, which every bundled target serves.
+    fn is_ready<'a>(&'a self, http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            matches!(http.get(format!("http://{addr}/health")).send().await,
+                Ok(r) if r.status().is_success())
+        })
+    }
     /// Waits until the cluster can serve (e.g. every shard has a leader), up to `bound`.
     fn wait_formed<'a>(
         &'a self,
@@ -121,23 +130,109 @@ pub trait Target: Send + Sync {
         http: &'a reqwest::Client,
         addrs: &'a [SocketAddr],
     ) -> BoxFuture<'a, Vec<usize>>;
-    /// Sets a node's clock offset through its admin endpoint.
+    /// Sets a node's clock offset. The default posts to `/admin/clock`, the endpoint the
+    /// bundled targets share (`targets/runtime`).
     fn set_clock_offset<'a>(
         &'a self,
         http: &'a reqwest::Client,
         addr: SocketAddr,
         offset_ms: i64,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let r = http
+                .post(format!("http://{addr}/admin/clock"))
+                .json(&serde_json::json!({ "offset_ms": offset_ms }))
+                .send()
+                .await
+                .map_err(|e| format!("set clock on {addr}: {e}"))?;
+            if r.status().is_success() {
+                Ok(())
+            } else {
+                Err(format!("set clock on {addr}: HTTP {}", r.status()))
+            }
+        })
+    }
     /// A client for one process; `home` is the node it prefers.
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client>;
 }
 
 /// Every target the harness knows.
 pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
-    vec![std::sync::Arc::new(kv::KvTarget)]
+    vec![
+        std::sync::Arc::new(kv::KvTarget),
+        std::sync::Arc::new(txn::TxnTarget),
+    ]
 }
 
 /// Looks a target up by name.
 pub fn by_name(name: &str) -> Option<std::sync::Arc<dyn Target>> {
     all().into_iter().find(|t| t.name() == name)
+}
+
+/// The command-line arguments every bundled target takes (`targets/runtime` conventions):
+/// `--id` (1-based), both listen addresses, the data directory, one `--peer J=ADDR` per
+/// other node (where node `i` dials it, maybe through a proxy) and one `--bug` per bug.
+pub fn bundled_node_args(
+    i: usize,
+    client_addr: SocketAddr,
+    peer_listen: SocketAddr,
+    peer_addrs: &[SocketAddr],
+    data_dir: &std::path::Path,
+    bugs: &[String],
+) -> Vec<String> {
+    let mut args = vec![
+        "--id".to_string(),
+        (i + 1).to_string(),
+        "--client-listen".into(),
+        client_addr.to_string(),
+        "--peer-listen".into(),
+        peer_listen.to_string(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+    ];
+    for (j, addr) in peer_addrs.iter().enumerate() {
+        if j != i {
+            args.push("--peer".into());
+            args.push(format!("{}={}", j + 1, addr));
+        }
+    }
+    for bug in bugs {
+        args.push("--bug".into());
+        args.push(bug.clone());
+    }
+    args
+}
+
+/// What became of one JSON request to a node.
+pub(crate) enum Posted {
+    /// The node answered with this JSON body (any HTTP status).
+    Answer(Value),
+    /// The connection was refused: the node never saw the request.
+    Unreachable,
+    /// The request may or may not have been acted on (timeout, broken connection,
+    /// unreadable answer): the reason.
+    Unknown(String),
+}
+
+/// Posts `body` to `url` within `remaining`; see [`Posted`] for how it can end.
+pub(crate) async fn post_json(
+    http: &reqwest::Client,
+    url: String,
+    body: &Value,
+    remaining: Duration,
+) -> Posted {
+    if remaining.is_zero() {
+        return Posted::Unknown("timeout".into());
+    }
+    let resp = match http.post(url).timeout(remaining).json(body).send().await {
+        Ok(r) => r,
+        Err(e) if e.is_connect() => return Posted::Unreachable,
+        Err(e) if e.is_timeout() => return Posted::Unknown("timeout".into()),
+        Err(e) => return Posted::Unknown(e.to_string()),
+    };
+    let status = resp.status();
+    match resp.json::<Value>().await {
+        Ok(v) => Posted::Answer(v),
+        Err(e) => Posted::Unknown(format!("bad response (HTTP {status}): {e}")),
+    }
 }

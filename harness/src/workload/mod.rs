@@ -1,8 +1,10 @@
 //! Workloads: what the clients do (a generator of invocations) and how the resulting
 //! history is checked (a list of checkers).
 
+pub mod bank;
 mod keys;
 pub mod register;
+pub mod txn;
 
 pub use keys::KeyRotation;
 
@@ -17,6 +19,11 @@ pub trait OpGenerator: Send {
     fn next_op(&mut self, rng: &mut ChaCha8Rng) -> Invocation;
     /// Reads to run after the cluster is healed and quiet (convergence workloads).
     fn final_reads(&self) -> Vec<Invocation> {
+        Vec::new()
+    }
+    /// Operations to complete before the main phase starts (e.g. opening balances);
+    /// each is retried until it succeeds, and all are recorded.
+    fn setup_ops(&self) -> Vec<Invocation> {
         Vec::new()
     }
 }
@@ -48,6 +55,9 @@ pub fn all() -> Vec<Box<dyn Workload>> {
     vec![
         Box::new(register::RegisterWorkload),
         Box::new(register::AppendWorkload),
+        Box::new(txn::ListAppendWorkload),
+        Box::new(txn::RwRegisterWorkload),
+        Box::new(bank::BankWorkload),
     ]
 }
 

@@ -1,0 +1,332 @@
+//! The bundled two-phase-commit database (`targets/txn`): how to start it and its client.
+//!
+//! Protocol: `POST /txn {"ops": [[f, key, value], ...]}` answers `{"type": "ok", "value":
+//! [...completed micro-ops]}`, `{"type": "fail", "error": ...}` (certainly not committed) or
+//! `{"type": "info", ...}`. The node a client talks to coordinates its transaction, so a
+//! refused connection is a definite failure and the client may try the next node.
+//!
+//! Workload ops map onto transactions: `txn` is sent as is (list-append, rw-register);
+//! the bank's `transfer` becomes two `add` micro-ops (the database refuses to take a
+//! balance below zero) and its `read` reads every account.
+
+use super::{
+    bundled_node_args, post_json, BoxFuture, BugInfo, Client, Completion, Invocation, Posted,
+    Target, TargetOptions,
+};
+use crate::workload::bank::BANK_ACCOUNTS;
+use serde_json::{json, Value};
+use splitbrain_checkers::OpType;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The bundled 2PC database over strict two-phase locking.
+pub struct TxnTarget;
+
+/// How long a prepared participant waits for the decision before it asks (milliseconds).
+const IN_DOUBT_TIMEOUT_MS: u64 = 200;
+
+const BUGS: &[BugInfo] = &[
+    BugInfo {
+        name: "dirty-read",
+        description: "reads ignore other transactions' locks and see their uncommitted writes; aborted and intermediate reads (G1a, G1b) (fault: none needed; list-append)",
+    },
+    BugInfo {
+        name: "early-lock-release",
+        description: "a participant releases a transaction's locks when it votes yes, before the decision; lost updates and G-single / G2 cycles under contention (fault: none needed)",
+    },
+    BugInfo {
+        name: "unilateral-abort",
+        description: "a prepared participant that hears no decision in time aborts on its own while the coordinator commits; partial commits (fault: partition, pause)",
+    },
+    BugInfo {
+        name: "no-prepare-fsync",
+        description: "prepare records are not fsync'd and stay in a user-space buffer; kill -9 makes a participant forget a prepared transaction that then commits elsewhere (fault: kill)",
+    },
+];
+
+impl Target for TxnTarget {
+    fn name(&self) -> &'static str {
+        "txn"
+    }
+    fn description(&self) -> &'static str {
+        "two-phase-commit database over strict two-phase locking, keys partitioned over nodes, durable WAL; read modes = isolation levels"
+    }
+    fn binary_name(&self) -> &'static str {
+        "splitbrain-txn"
+    }
+    fn bugs(&self) -> &'static [BugInfo] {
+        BUGS
+    }
+    fn read_modes(&self) -> &'static [&'static str] {
+        &["serializable", "read-committed"]
+    }
+    fn workloads(&self) -> &'static [&'static str] {
+        &["list-append", "rw-register", "bank"]
+    }
+
+    fn node_args(
+        &self,
+        i: usize,
+        client_addr: SocketAddr,
+        peer_listen: SocketAddr,
+        peer_addrs: &[SocketAddr],
+        data_dir: &std::path::Path,
+        opts: &TargetOptions,
+    ) -> Vec<String> {
+        let mut args = bundled_node_args(
+            i,
+            client_addr,
+            peer_listen,
+            peer_addrs,
+            data_dir,
+            &opts.bugs,
+        );
+        if let Some(mode) = &opts.read_mode {
+            args.push("--isolation".into());
+            args.push(mode.clone());
+        }
+        // A prepared participant starts asking its coordinator after 200 ms (a correct
+        // one keeps waiting; the unilateral-abort bug gives up then), so a slow link or a
+        // short pause is enough to expose that bug.
+        args.push("--in-doubt-timeout-ms".into());
+        args.push(IN_DOUBT_TIMEOUT_MS.to_string());
+        // The coordinator decides (abort) before the client gives up, so most
+        // transactions end ok or fail rather than info.
+        args.push("--request-timeout-ms".into());
+        args.push(
+            opts.op_timeout
+                .as_millis()
+                .saturating_sub(200)
+                .max(100)
+                .to_string(),
+        );
+        args
+    }
+
+    fn wait_formed<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+        bound: Duration,
+    ) -> BoxFuture<'a, Result<(), ()>> {
+        Box::pin(async move {
+            let start = Instant::now();
+            while start.elapsed() < bound {
+                let mut all = true;
+                for addr in addrs {
+                    if !self.is_ready(http, *addr).await {
+                        all = false;
+                        break;
+                    }
+                }
+                if all {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(())
+        })
+    }
+
+    fn leaders<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        _addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Vec<usize>> {
+        // No node leads: every node coordinates its own clients' transactions.
+        Box::pin(async { Vec::new() })
+    }
+
+    fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
+        Box::new(TxnClient {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(2)
+                .build()
+                .unwrap_or_default(),
+            addrs: addrs.to_vec(),
+            home: home % addrs.len().max(1),
+            timeout: opts.op_timeout,
+        })
+    }
+}
+
+struct TxnClient {
+    http: reqwest::Client,
+    addrs: Vec<SocketAddr>,
+    home: usize,
+    timeout: Duration,
+}
+
+/// The transaction a workload op stands for, or why it has none.
+fn micro_ops(op: &Invocation) -> Result<Value, String> {
+    match op.f.as_str() {
+        "txn" if op.value.is_array() => Ok(op.value.clone()),
+        "transfer" => {
+            let (from, to, amount) = (
+                &op.value["from"],
+                &op.value["to"],
+                op.value["amount"].as_i64(),
+            );
+            match amount {
+                Some(a) if !from.is_null() && !to.is_null() => {
+                    Ok(json!([["add", from, -a], ["add", to, a]]))
+                }
+                _ => Err(format!("transfer needs from, to and amount: {}", op.value)),
+            }
+        }
+        "read" => Ok(Value::Array(
+            (0..BANK_ACCOUNTS).map(|k| json!(["r", k, null])).collect(),
+        )),
+        other => Err(format!("the txn target cannot perform {other:?}")),
+    }
+}
+
+/// The recorded value of an ok op, from the completed micro-ops.
+fn ok_value(op: &Invocation, completed: &Value) -> Option<Value> {
+    match op.f.as_str() {
+        "txn" => completed.is_array().then(|| completed.clone()),
+        // A bank read: {account: balance} from the read results.
+        "read" => {
+            let mut balances = serde_json::Map::new();
+            for mop in completed.as_array()? {
+                let key = mop.get(1)?;
+                let name = key
+                    .as_u64()
+                    .map(|k| k.to_string())
+                    .or_else(|| key.as_str().map(str::to_string))?;
+                balances.insert(name, mop.get(2).cloned().unwrap_or(Value::Null));
+            }
+            Some(Value::Object(balances))
+        }
+        _ => Some(op.value.clone()),
+    }
+}
+
+/// Result of one HTTP attempt.
+enum Attempt {
+    Done(Completion),
+    /// The node could not be reached: the transaction never started there.
+    Unreachable,
+}
+
+impl TxnClient {
+    async fn attempt(
+        &self,
+        node: usize,
+        op: &Invocation,
+        ops: &Value,
+        deadline: Instant,
+    ) -> Attempt {
+        let addr = self.addrs[node];
+        let name = Some(format!("n{}", node + 1));
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let body = json!({ "ops": ops });
+        let v = match post_json(&self.http, format!("http://{addr}/txn"), &body, remaining).await {
+            Posted::Answer(v) => v,
+            Posted::Unreachable => return Attempt::Unreachable,
+            Posted::Unknown(why) => {
+                return Attempt::Done(Completion::info(op.value.clone(), why, name))
+            }
+        };
+        let done = match v["type"].as_str() {
+            Some("ok") => match ok_value(op, &v["value"]) {
+                Some(value) => Completion {
+                    op_type: OpType::Ok,
+                    value,
+                    node: name,
+                    error: None,
+                },
+                // Committed, but we cannot say what it read: unknown, not fail.
+                None => Completion::info(
+                    op.value.clone(),
+                    format!("ok answer without micro-op results: {v}"),
+                    name,
+                ),
+            },
+            Some("fail") => Completion {
+                op_type: OpType::Fail,
+                value: op.value.clone(),
+                node: name,
+                error: v.get("error").cloned(),
+            },
+            _ => Completion::info(
+                op.value.clone(),
+                v.get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string(),
+                name,
+            ),
+        };
+        Attempt::Done(done)
+    }
+}
+
+impl Client for TxnClient {
+    fn invoke<'a>(&'a mut self, op: &'a Invocation) -> BoxFuture<'a, Completion> {
+        Box::pin(async move {
+            let ops = match micro_ops(op) {
+                Ok(ops) => ops,
+                // Nothing was sent, so nothing happened.
+                Err(e) => {
+                    return Completion {
+                        op_type: OpType::Fail,
+                        value: op.value.clone(),
+                        node: None,
+                        error: Some(json!(e)),
+                    }
+                }
+            };
+            let deadline = Instant::now() + self.timeout;
+            // The home node first, then the others: a node that refuses the connection
+            // never began the transaction, so trying another is safe.
+            for step in 0..self.addrs.len() {
+                let node = (self.home + step) % self.addrs.len();
+                if let Attempt::Done(c) = self.attempt(node, op, &ops, deadline).await {
+                    return c;
+                }
+            }
+            Completion {
+                op_type: OpType::Fail,
+                value: op.value.clone(),
+                node: None,
+                error: Some(json!("connection-refused")),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(f: &str, value: Value) -> Invocation {
+        Invocation {
+            f: f.into(),
+            key: None,
+            value,
+        }
+    }
+
+    #[test]
+    fn transfers_become_two_adds_and_reads_cover_every_account() {
+        let t = micro_ops(&inv("transfer", json!({"from": 1, "to": 3, "amount": 4}))).unwrap();
+        assert_eq!(t, json!([["add", 1, -4], ["add", 3, 4]]));
+        let r = micro_ops(&inv("read", Value::Null)).unwrap();
+        assert_eq!(r.as_array().unwrap().len() as u64, BANK_ACCOUNTS);
+        assert!(micro_ops(&inv("transfer", json!({"from": 1}))).is_err());
+        assert!(micro_ops(&inv("cas", json!([1, 2]))).is_err());
+    }
+
+    #[test]
+    fn bank_reads_are_recorded_as_balance_maps() {
+        let done = json!([["r", 0, 10], ["r", 1, null]]);
+        assert_eq!(
+            ok_value(&inv("read", Value::Null), &done),
+            Some(json!({"0": 10, "1": null}))
+        );
+        let txn = json!([["append", 2, 7]]);
+        assert_eq!(ok_value(&inv("txn", txn.clone()), &txn), Some(txn));
+        assert_eq!(ok_value(&inv("txn", json!([])), &json!(null)), None);
+    }
+}
