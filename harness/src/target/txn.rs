@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 pub struct TxnTarget;
 
 /// How long a prepared participant waits for the decision before it asks (milliseconds).
-const IN_DOUBT_TIMEOUT_MS: u64 = 200;
+const IN_DOUBT_TIMEOUT_MS: u64 = 100;
 
 const BUGS: &[BugInfo] = &[
     BugInfo {
@@ -85,7 +85,7 @@ impl Target for TxnTarget {
             args.push("--isolation".into());
             args.push(mode.clone());
         }
-        // A prepared participant starts asking its coordinator after 200 ms (a correct
+        // A prepared participant starts asking its coordinator after 100 ms (a correct
         // one keeps waiting; the unilateral-abort bug gives up then), so a slow link or a
         // short pause is enough to expose that bug.
         args.push("--in-doubt-timeout-ms".into());
