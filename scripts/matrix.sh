@@ -41,7 +41,7 @@ txn)
     "correct-bank|--workload bank --nemesis partition,kill,pause,slow"
     "correct-links|--workload list-append --nemesis slow,loss,clock"
     "correct-contended|--workload list-append --rate 0 --active-keys 4 --nemesis kill,pause"
-    "read-committed|--workload list-append --read-mode read-committed --nemesis none"
+    "read-committed|--workload list-append --read-mode read-committed --rate 0 --nemesis none"
     "read-committed-checked-as-rc|--workload list-append --read-mode read-committed --consistency-model read-committed --nemesis partition,kill"
     "read-committed-register|--workload rw-register --read-mode read-committed --rate 0 --nemesis none"
     "read-committed-bank|--workload bank --read-mode read-committed --rate 0 --nemesis none"
