@@ -116,23 +116,44 @@ pub fn infer_workload(history: &History) -> &'static str {
     "model:register"
 }
 
-/// Where a `check` PATH's history is, and the workload its test.json names, if any.
-pub fn locate_history(path: &Path) -> anyhow::Result<(PathBuf, Option<String>)> {
-    if path.is_dir() {
-        let history = path.join("history.jsonl");
-        let workload = std::fs::read(path.join("test.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|v| v["workload"].as_str().map(str::to_string));
-        anyhow::ensure!(
-            history.is_file(),
-            "{} is a directory without history.jsonl",
-            path.display()
-        );
-        Ok((history, workload))
-    } else {
-        Ok((path.to_path_buf(), None))
+/// What `check PATH` found at PATH: the history, and what the run's test.json says about
+/// how it was checked (nothing for a bare history file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    /// The history file.
+    pub history: PathBuf,
+    /// The run's workload.
+    pub workload: Option<String>,
+    /// The consistency model the run required.
+    pub consistency_model: Option<String>,
+}
+
+/// Locates a `check` PATH's history: PATH itself, or `history.jsonl` in a run directory
+/// together with what its test.json records.
+pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
+    if !path.is_dir() {
+        return Ok(StoredRun {
+            history: path.to_path_buf(),
+            workload: None,
+            consistency_model: None,
+        });
     }
+    let history = path.join("history.jsonl");
+    anyhow::ensure!(
+        history.is_file(),
+        "{} is a directory without history.jsonl",
+        path.display()
+    );
+    let test = std::fs::read(path.join("test.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .unwrap_or_default();
+    let field = |name: &str| test[name].as_str().map(str::to_string);
+    Ok(StoredRun {
+        history,
+        workload: field("workload"),
+        consistency_model: field("consistency_model"),
+    })
 }
 
 /// Writes results.json, report.html and junit.xml into `dir`.

@@ -302,6 +302,7 @@ fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
         bugs: a.bugs.clone(),
         shards: a.shards,
         read_mode: a.read_mode.clone(),
+        consistency_model: a.check.consistency_model.clone(),
         hedge_delay_ms: a.hedge_delay_ms,
         active_keys: a.active_keys,
         ops_per_key: a.ops_per_key,
@@ -338,10 +339,15 @@ fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
 }
 
 fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
-    let (history_path, stored_workload) = locate_history(&a.path)?;
+    let stored = locate_history(&a.path)?;
+    let history_path = stored.history;
     let history = read_path(&history_path)?;
-    let check = a.check.options();
-    let workload = a.workload.clone().or(stored_workload);
+    let mut check = a.check.options();
+    // A stored run is re-checked as it was checked, unless the flags say otherwise.
+    if check.consistency_model.is_none() {
+        check.consistency_model = stored.consistency_model;
+    }
+    let workload = a.workload.clone().or(stored.workload);
     let (name, checkers) = match (&workload, &check.model) {
         (Some(w), None) => (
             w.clone(),

@@ -41,6 +41,10 @@ pub struct TestSpec {
     pub shards: u32,
     /// Read mode (targets that have several).
     pub read_mode: Option<String>,
+    /// The consistency model transactional checks required (`--consistency-model`);
+    /// `splitbrain check` on the run directory uses it unless told otherwise.
+    #[serde(default)]
+    pub consistency_model: Option<String>,
     /// Delay before the second request of a hedged read.
     pub hedge_delay_ms: u64,
     /// Keys in use at once.

@@ -297,3 +297,33 @@ fn a_cluster_that_cannot_start_exits_4_and_still_writes_results() {
     assert_eq!(v["results"][0]["checker"], "cluster");
     assert!(v["incomplete"].as_str().unwrap().contains("did not start"));
 }
+
+#[test]
+fn check_of_a_run_directory_uses_the_consistency_model_the_run_required() {
+    // A history recorded from the 2PC database in read-committed mode: it keeps read
+    // committed and breaks serializability.
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../checkers/tests/data/txn/read-committed.jsonl");
+    let run = tempfile::tempdir().unwrap();
+    std::fs::copy(&recorded, run.path().join("history.jsonl")).unwrap();
+    std::fs::write(
+        run.path().join("test.json"),
+        r#"{"workload": "list-append", "consistency_model": "read-committed"}"#,
+    )
+    .unwrap();
+    let status = |extra: &[&str]| {
+        splitbrain()
+            .arg("check")
+            .arg(run.path())
+            .args(extra)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(status(&[]), Some(0));
+    assert_eq!(status(&["--consistency-model", "serializable"]), Some(1));
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["results"][0]["valid"], false);
+}
