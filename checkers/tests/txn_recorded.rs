@@ -64,6 +64,12 @@ fn dirty_reads_are_aborted_and_intermediate_reads() {
     assert_eq!(r.valid, Validity::Invalid);
     assert!(has(&r, "G1a") && has(&r, "G1b"), "{:?}", r.anomaly_types);
     assert_eq!(r.not, vec!["read-committed".to_string()]);
+    // The headline and evidence are the most severe anomaly, not the first by name.
+    assert!(
+        r.explanation.contains("Most severe, G1"),
+        "{}",
+        r.explanation
+    );
     let ru = check_append("dirty-read.jsonl", "read-uncommitted");
     assert_eq!(ru.valid, Validity::Valid, "{}", ru.explanation);
 }
@@ -74,6 +80,11 @@ fn a_forgotten_prepare_breaks_even_read_uncommitted() {
     assert_eq!(r.valid, Validity::Invalid);
     assert!(has(&r, "G0"), "{:?}", r.anomaly_types);
     assert!(r.not.iter().any(|m| m == "read-uncommitted"), "{:?}", r.not);
+    assert!(
+        r.explanation.contains("Most severe, G0"),
+        "{}",
+        r.explanation
+    );
 }
 
 #[test]

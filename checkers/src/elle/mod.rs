@@ -348,8 +348,18 @@ impl ElleChecker {
             anomalies.insert(t.clone(), json!({"count": count, "instances": instances}));
         }
         details["anomalies"] = Value::Object(anomalies);
-        // Evidence and headline from the first forbidden anomaly (else the first reported).
-        let headline = bad.first().copied().unwrap_or(&reportable[0]);
+        // Evidence and headline from the most severe forbidden anomaly: the one that rules
+        // out the most models (a G1a before a G-nonadjacent), else the first reported.
+        let headline = bad
+            .iter()
+            .copied()
+            .max_by_key(|t| {
+                (
+                    model::impossible_models([t.as_str()]).len(),
+                    std::cmp::Reverse(t.as_str()),
+                )
+            })
+            .unwrap_or(&reportable[0]);
         let first = &found.by_type[headline].1[0];
         let evidence: Vec<Value> = first
             .txns
@@ -359,7 +369,7 @@ impl ElleChecker {
             .collect();
         let mut explanation = match valid {
             Validity::Invalid => format!(
-                "{model} is violated: found {} in {n} transactions. First {headline}: {}",
+                "{model} is violated: found {} in {n} transactions. Most severe, {headline}: {}",
                 reportable.join(", "),
                 first.explanation
             ),
