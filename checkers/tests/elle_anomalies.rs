@@ -457,3 +457,24 @@ fn cycle_search_timeout_reports_a_fallback_cycle() {
     assert_eq!(r.anomaly_types, ["cycle-search-timeout"]);
     assert_eq!(r.valid, Validity::Unknown);
 }
+
+#[test]
+fn duplicate_appends_are_refused_as_elle_refuses_them() {
+    // Two transactions append 1 to key 1 (one of them failed: Elle looks at invokes).
+    let mut h = H::default();
+    h.txn(0, json!([["append", 1, 1]]))
+        .failed(1, json!([["append", 1, 1]]))
+        .txn(2, json!([["r", 1, [1]]]));
+    let opts = ElleOptions::default();
+    let r = ElleChecker::new(ElleWorkload::ListAppend, opts)
+        .unwrap()
+        .check(&h.history());
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert_eq!(r.anomaly_types, vec!["duplicate-appends".to_string()]);
+    assert_eq!(r.details["duplicate-appends"]["key"], "1");
+    assert!(
+        r.explanation.contains("more than once"),
+        "{}",
+        r.explanation
+    );
+}

@@ -37,14 +37,21 @@ fn outcome_name(o: Outcome) -> &'static str {
     }
 }
 
-/// Runs every list-append analysis. Returns `Err` (as Elle refuses to check) when some
-/// value was appended to the same key more than once.
+/// Why the analysis refused to go on: Elle's anomaly type, the offending value, and words.
+pub(crate) struct DuplicateAppends {
+    pub key: String,
+    pub value: String,
+    pub explanation: String,
+}
+
+/// Runs every list-append analysis. Returns `Err` (as Elle refuses to check, calling it
+/// `duplicate-appends`) when some value was appended to the same key more than once.
 pub(crate) fn analyze(
     txns: &Txns,
     namer: &Namer,
     found: &mut Found,
     edges: &mut EdgeList,
-) -> Result<AppendIndex, String> {
+) -> Result<AppendIndex, DuplicateAppends> {
     let nv = txns.num_versions();
     let nk = txns.num_keys();
     let mut any_writer = vec![NONE; nv];
@@ -62,11 +69,14 @@ pub(crate) fn analyze(
                 continue;
             }
             if any_writer[m.a as usize] != NONE {
-                return Err(format!(
-                    "value {} was appended to key {} more than once; list-append needs unique appends",
-                    txns.version_text(m.a),
-                    txns.key_text(m.key)
-                ));
+                let (key, value) = (txns.key_text(m.key), txns.version_text(m.a));
+                return Err(DuplicateAppends {
+                    explanation: format!(
+                        "value {value} was appended to key {key} more than once; list-append needs unique appends"
+                    ),
+                    key,
+                    value,
+                });
             }
             any_writer[m.a as usize] = t;
             if tx.possible() {

@@ -212,7 +212,17 @@ impl Checker for ElleChecker {
         let mut edges = EdgeList::default();
         let analysis = match self.workload {
             ElleWorkload::ListAppend => {
-                list_append::analyze(&txns, &namer, &mut found, &mut edges).map(Analysis::List)
+                match list_append::analyze(&txns, &namer, &mut found, &mut edges) {
+                    Ok(index) => Ok(Analysis::List(index)),
+                    // Elle refuses such histories: unknown, typed `duplicate-appends`.
+                    Err(dup) => {
+                        let mut r = self.unknown(dup.explanation);
+                        r.anomaly_types = vec!["duplicate-appends".into()];
+                        r.details = json!({"workload": self.name(),
+                            "duplicate-appends": {"key": dup.key, "value": dup.value}});
+                        return r;
+                    }
+                }
             }
             ElleWorkload::RwRegister => {
                 let inference = rw_register::Inference {
