@@ -6,8 +6,8 @@
 //! within the same logical op: only the last attempt can have taken effect.
 
 use super::{
-    bundled_node_args, post_json, BoxFuture, BugInfo, Client, Completion, Invocation, Posted,
-    Target, TargetOptions,
+    bundled_node_args, poll_until, post_json, request_timeout_args, BoxFuture, BugInfo, Client,
+    Completion, Invocation, Posted, Target, TargetOptions,
 };
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
@@ -86,14 +86,7 @@ impl Target for KvTarget {
             args.push("--read-mode".into());
             args.push(mode.clone());
         }
-        args.push("--request-timeout-ms".into());
-        args.push(
-            opts.op_timeout
-                .as_millis()
-                .saturating_sub(100)
-                .max(100)
-                .to_string(),
-        );
+        args.extend(request_timeout_args(opts.op_timeout, 100));
         args
     }
 
@@ -103,16 +96,7 @@ impl Target for KvTarget {
         addrs: &'a [SocketAddr],
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>> {
-        Box::pin(async move {
-            let start = Instant::now();
-            while start.elapsed() < bound {
-                if all_shards_led(http, addrs).await {
-                    return Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(())
-        })
+        Box::pin(poll_until(bound, move || all_shards_led(http, addrs)))
     }
 
     fn leaders<'a>(

@@ -236,3 +236,26 @@ pub(crate) async fn post_json(
         Err(e) => Posted::Unknown(format!("bad response (HTTP {status}): {e}")),
     }
 }
+
+/// `--request-timeout-ms` for a node: the client's op timeout less `margin_ms` (at least
+/// 100 ms), so the node gives a definite answer before the client gives up.
+pub fn request_timeout_args(op_timeout: Duration, margin_ms: u128) -> [String; 2] {
+    let ms = op_timeout.as_millis().saturating_sub(margin_ms).max(100);
+    ["--request-timeout-ms".to_string(), ms.to_string()]
+}
+
+/// Polls `ready` every 100 ms until it holds (`Ok`) or `bound` has passed (`Err`).
+pub(crate) async fn poll_until<F, Fut>(bound: Duration, mut ready: F) -> Result<(), ()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < bound {
+        if ready().await {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(())
+}

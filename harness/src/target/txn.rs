@@ -10,8 +10,8 @@
 //! balance below zero) and its `read` reads every account.
 
 use super::{
-    bundled_node_args, post_json, BoxFuture, BugInfo, Client, Completion, Invocation, Posted,
-    Target, TargetOptions,
+    bundled_node_args, poll_until, post_json, request_timeout_args, BoxFuture, BugInfo, Client,
+    Completion, Invocation, Posted, Target, TargetOptions,
 };
 use crate::workload::bank::BANK_ACCOUNTS;
 use serde_json::{json, Value};
@@ -92,14 +92,7 @@ impl Target for TxnTarget {
         args.push(IN_DOUBT_TIMEOUT_MS.to_string());
         // The coordinator decides (abort) before the client gives up, so most
         // transactions end ok or fail rather than info.
-        args.push("--request-timeout-ms".into());
-        args.push(
-            opts.op_timeout
-                .as_millis()
-                .saturating_sub(200)
-                .max(100)
-                .to_string(),
-        );
+        args.extend(request_timeout_args(opts.op_timeout, 200));
         args
     }
 
@@ -109,23 +102,14 @@ impl Target for TxnTarget {
         addrs: &'a [SocketAddr],
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>> {
-        Box::pin(async move {
-            let start = Instant::now();
-            while start.elapsed() < bound {
-                let mut all = true;
-                for addr in addrs {
-                    if !self.is_ready(http, *addr).await {
-                        all = false;
-                        break;
-                    }
+        Box::pin(poll_until(bound, move || async move {
+            for addr in addrs {
+                if !self.is_ready(http, *addr).await {
+                    return false;
                 }
-                if all {
-                    return Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(())
-        })
+            true
+        }))
     }
 
     fn leaders<'a>(
