@@ -1,63 +1,11 @@
 //! Hand-made minimal histories for every anomaly the Elle checker names.
 
-use serde_json::{json, Value};
+mod support;
+
+use serde_json::json;
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
-use splitbrain_checkers::history::{History, Op, OpType, Process};
 use splitbrain_checkers::{CheckResult, Checker, Validity};
-
-/// Builds histories op by op; invoke values are the completion values with reads nil.
-#[derive(Default)]
-struct H {
-    ops: Vec<Op>,
-}
-
-fn invoke_value(v: &Value) -> Value {
-    let mops = v.as_array().cloned().unwrap_or_default();
-    Value::Array(
-        mops.into_iter()
-            .map(|m| match m.as_array().map(Vec::as_slice) {
-                Some([f, k, _]) if f == "r" => json!(["r", k, null]),
-                _ => m,
-            })
-            .collect(),
-    )
-}
-
-impl H {
-    fn op(&mut self, p: u64, t: OpType, v: Value) -> &mut Self {
-        let time = self.ops.len() as u64 * 10;
-        self.ops
-            .push(Op::new(Process::Client(p), t, "txn", v).at(time));
-        self
-    }
-    fn invoke(&mut self, p: u64, v: Value) -> &mut Self {
-        let iv = invoke_value(&v);
-        self.op(p, OpType::Invoke, iv)
-    }
-    fn ok(&mut self, p: u64, v: Value) -> &mut Self {
-        self.op(p, OpType::Ok, v)
-    }
-    /// A transaction that runs alone: invoke, then ok.
-    fn txn(&mut self, p: u64, v: Value) -> &mut Self {
-        self.invoke(p, v.clone()).ok(p, v)
-    }
-    fn failed(&mut self, p: u64, v: Value) -> &mut Self {
-        self.invoke(p, v.clone()).op(p, OpType::Fail, v)
-    }
-    /// Transactions that all overlap in time (no real-time order between them).
-    fn concurrent(&mut self, txns: &[(u64, Value)]) -> &mut Self {
-        for (p, v) in txns {
-            self.invoke(*p, v.clone());
-        }
-        for (p, v) in txns {
-            self.ok(*p, v.clone());
-        }
-        self
-    }
-    fn history(&self) -> History {
-        History::new(self.ops.clone()).expect("well-formed test history")
-    }
-}
+use support::H;
 
 fn check(workload: ElleWorkload, model: &str, h: &H) -> CheckResult {
     let options = ElleOptions {

@@ -7,56 +7,13 @@
 //! histories put the first transaction in a write skew (fallback class G2-item) and the
 //! interesting cycle elsewhere in the same component.
 
+mod support;
+
 use serde_json::{json, Value};
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
-use splitbrain_checkers::history::{History, Op, OpType, Process};
 use splitbrain_checkers::{CheckResult, Checker, Validity};
 use std::time::Duration;
-
-/// Builds histories op by op; invoke values are the completion values with reads nil.
-#[derive(Default)]
-struct H {
-    ops: Vec<Op>,
-}
-
-fn invoke_value(v: &Value) -> Value {
-    let mops = v.as_array().cloned().unwrap_or_default();
-    Value::Array(
-        mops.into_iter()
-            .map(|m| match m.as_array().map(Vec::as_slice) {
-                Some([f, k, _]) if f == "r" => json!(["r", k, null]),
-                _ => m,
-            })
-            .collect(),
-    )
-}
-
-impl H {
-    fn op(&mut self, p: u64, t: OpType, v: Value) -> &mut Self {
-        let time = self.ops.len() as u64 * 10;
-        self.ops
-            .push(Op::new(Process::Client(p), t, "txn", v).at(time));
-        self
-    }
-    /// A transaction that runs alone: invoke, then ok.
-    fn txn(&mut self, p: u64, v: Value) -> &mut Self {
-        self.op(p, OpType::Invoke, invoke_value(&v))
-            .op(p, OpType::Ok, v)
-    }
-    /// Transactions that all overlap in time (no real-time order between them).
-    fn concurrent(&mut self, txns: &[(u64, Value)]) -> &mut Self {
-        for (p, v) in txns {
-            self.op(*p, OpType::Invoke, invoke_value(v));
-        }
-        for (p, v) in txns {
-            self.op(*p, OpType::Ok, v.clone());
-        }
-        self
-    }
-    fn history(&self) -> History {
-        History::new(self.ops.clone()).expect("well-formed test history")
-    }
-}
+use support::H;
 
 fn check(model: &str, timeout: Duration, h: &H) -> CheckResult {
     let options = ElleOptions {

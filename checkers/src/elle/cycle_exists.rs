@@ -276,11 +276,11 @@ fn extension_sccs(g: &Graph, g1: u8, g2: u8, member: &[bool]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-/// Elle's `cycle-exists-cases` for every nontrivial component of `g` (components of
-/// the full graph, as Elle runs it per component): the smallest proving component of
+/// Elle's `cycle-exists-cases` for every nontrivial component of `g` (`components`, those
+/// of the full graph, as Elle runs it per component): the smallest proving component of
 /// each spec not already ruled out in that component by an earlier spec.
-fn prove(g: &Graph) -> Vec<Proof> {
-    let mut top = nontrivial_sccs(g, 0xff, None);
+fn prove(g: &Graph, components: &[Vec<u32>]) -> Vec<Proof> {
+    let mut top: Vec<&Vec<u32>> = components.iter().collect();
     // Report components in transaction order (each is sorted).
     top.sort_unstable_by_key(|c| c[0]);
     if top.is_empty() {
@@ -288,7 +288,7 @@ fn prove(g: &Graph) -> Vec<Proof> {
     }
     let mut component = vec![NONE; g.n()];
     for (c, comp) in top.iter().enumerate() {
-        for &v in comp {
+        for &v in comp.iter() {
             component[v as usize] = c as u32;
         }
     }
@@ -335,7 +335,7 @@ fn prove(g: &Graph) -> Vec<Proof> {
                 .collect(),
             None => {
                 for (comp, a) in top.iter().zip(&active) {
-                    for &v in comp {
+                    for &v in comp.iter() {
                         member[v as usize] = *a;
                     }
                 }
@@ -374,8 +374,10 @@ fn prove(g: &Graph) -> Vec<Proof> {
 
 /// Records Elle's `<model>-cycle-exists` anomalies for `g` in `found`, one instance per
 /// component of the dependency graph and model.
-pub(crate) fn find(g: &Graph, namer: &Namer, found: &mut Found) {
-    for proof in prove(g) {
+/// Records the proofs for `g`, whose nontrivial strongly connected components (all edge
+/// kinds) are `components`.
+pub(crate) fn find(g: &Graph, components: &[Vec<u32>], namer: &Namer, found: &mut Found) {
+    for proof in prove(g, components) {
         let spec = &SPECS[proof.spec];
         let ty = format!("{}{SUFFIX}", spec.model);
         let not = model::friendly(spec.model);
@@ -437,6 +439,10 @@ mod tests {
     use super::super::graph::EdgeList;
     use super::*;
 
+    fn prove_all(g: &Graph) -> Vec<Proof> {
+        prove(g, &nontrivial_sccs(g, 0xff, None))
+    }
+
     fn graph(n: usize, edges: &[(u32, u32, u8)]) -> Graph {
         let mut list = EdgeList::default();
         for &(a, b, k) in edges {
@@ -446,7 +452,7 @@ mod tests {
     }
 
     fn types(g: &Graph) -> Vec<String> {
-        prove(g)
+        prove_all(g)
             .iter()
             .map(|p| format!("{}{SUFFIX}", SPECS[p.spec].model))
             .collect()
@@ -455,14 +461,14 @@ mod tests {
     #[test]
     fn acyclic_graph_proves_nothing() {
         let g = graph(3, &[(0, 1, WW), (1, 2, RW), (0, 2, WR | REALTIME)]);
-        assert!(prove(&g).is_empty());
+        assert!(prove_all(&g).is_empty());
     }
 
     #[test]
     fn write_cycle_rules_out_everything_at_read_uncommitted() {
         let g = graph(2, &[(0, 1, WW), (1, 0, WW)]);
         assert_eq!(types(&g), ["PL-1-cycle-exists"]);
-        assert_eq!(prove(&g)[0].scc, [0, 1]);
+        assert_eq!(prove_all(&g)[0].scc, [0, 1]);
     }
 
     #[test]
@@ -476,7 +482,7 @@ mod tests {
         // 0 -ww-> 1 -rw-> 0: the extension has a self-loop on 0 only.
         let g = graph(2, &[(0, 1, WW), (1, 0, RW)]);
         assert_eq!(types(&g), ["PL-SI-cycle-exists", "PL-2.99-cycle-exists"]);
-        assert_eq!(prove(&g)[0].scc, [0]);
+        assert_eq!(prove_all(&g)[0].scc, [0]);
     }
 
     #[test]
@@ -484,7 +490,7 @@ mod tests {
         // 0 -wr-> 1 -rw-> 2 -ww-> 3 -rw-> 0.
         let g = graph(4, &[(0, 1, WR), (1, 2, RW), (2, 3, WW), (3, 0, RW)]);
         assert_eq!(types(&g), ["PL-SI-cycle-exists", "PL-2.99-cycle-exists"]);
-        assert_eq!(prove(&g)[0].scc, [0, 2]);
+        assert_eq!(prove_all(&g)[0].scc, [0, 2]);
         // Two adjacent rw edges break the extension.
         let g = graph(3, &[(0, 1, WR), (1, 2, RW), (2, 0, RW)]);
         assert_eq!(types(&g), ["PL-2.99-cycle-exists"]);
@@ -509,7 +515,7 @@ mod tests {
             4,
             &[(0, 1, WW), (1, 0, WW), (2, 3, RW), (3, 2, RW), (1, 2, WR)],
         );
-        let proofs = prove(&g);
+        let proofs = prove_all(&g);
         assert_eq!(proofs.len(), 2);
         assert_eq!(proofs[0].scc, [0, 1]);
         assert_eq!(proofs[1].scc, [2, 3]);

@@ -351,6 +351,7 @@ fn explain_cycle(
 /// Returns the number of components whose search timed out.
 pub(crate) fn find_cycles(
     g: &Graph,
+    components: &[Vec<u32>],
     namer: &Namer,
     explain: &DataExplainer,
     found: &mut Found,
@@ -360,8 +361,8 @@ pub(crate) fn find_cycles(
     let all_specs = specs();
     let present = g.kinds.iter().fold(0u8, |acc, k| acc | k);
     let mut timeouts = 0;
-    for comp in nontrivial_sccs(g, 0xff, None) {
-        let l = local(g, &comp);
+    for comp in components {
+        let l = local(g, comp);
         let mut deadline = Instant::now() + per_scc;
         if let Some(d) = overall_deadline {
             deadline = deadline.min(d);

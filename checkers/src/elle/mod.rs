@@ -267,8 +267,11 @@ impl Checker for ElleChecker {
             Analysis::List(idx) => list_append::explain(&txns, idx, &namer, a, b, kind),
             Analysis::Register(vg) => rw_register::explain(&txns, vg, &namer, a, b, kind),
         };
+        // One pass over the whole graph serves both the cycle search and the proofs.
+        let components = graph::nontrivial_sccs(&g, 0xff, None);
         cycles::find_cycles(
             &g,
+            &components,
             &namer,
             &explain,
             &mut found,
@@ -278,7 +281,7 @@ impl Checker for ElleChecker {
         phase("cycles", &mut phases);
         // Elle's cycle-existence proofs: linear, so they stand even when the cycle
         // search above timed out; redundant ones (a named anomaly says more) are dropped.
-        cycle_exists::find(&g, &namer, &mut found);
+        cycle_exists::find(&g, &components, &namer, &mut found);
         cycle_exists::remove_redundant(&mut found);
         phase("cycle-exists", &mut phases);
         let mut r = self.result(found, &namer, &g, started);
