@@ -16,7 +16,9 @@
 #![warn(missing_docs)]
 
 pub mod bank;
+pub mod ddp;
 pub mod elle;
+pub mod eventual;
 pub mod history;
 pub mod linearizability;
 pub mod verdict;

@@ -1,0 +1,1 @@
+//! The DDP replica-consistency checker (work in progress).

@@ -1,0 +1,1 @@
+//! Eventual-consistency checkers (work in progress).
