@@ -95,7 +95,7 @@ impl Checker for BankChecker {
                         .and_then(|i| history.ops().get(i))
                         .and_then(|o| serde_json::to_value(o).ok())
                         .unwrap_or(Value::Null);
-                    let index = p.complete_pos.unwrap_or(p.invoke_pos);
+                    let index = history.op_index(p.complete_pos.unwrap_or(p.invoke_pos));
                     let nils: Vec<&String> = bs
                         .iter()
                         .filter(|(_, b)| b.is_none())

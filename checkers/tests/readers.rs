@@ -108,6 +108,9 @@ fn edn_vector_spanning_lines() {
         op(Process::Client(3), OpType::Invoke, "read", Value::Null).with_key(7),
         op(Process::Client(3), OpType::Fail, "read", Value::Null).with_key(7),
     ];
+    for (i, op) in expected.iter_mut().enumerate() {
+        op.index = i as u64;
+    }
     expected[0].node = Some("n1".into());
     expected[4].error = Some(json!(["timeout", "slow"]));
     assert_eq!(got, expected);
@@ -237,10 +240,11 @@ fn malformed_edn_names_file_line_and_reason() {
         err(bad_type, None),
         "h.txt:3: expected :type to be one of :invoke :ok :fail :info, got :okay"
     );
-    let missing_f = "{:process 0 :type :invoke :f :read}\n{:process 0 :type :ok}\n";
+    let missing_f = "{:process 0 :type :invoke :f :read}\n{:process 1 :type :invoke}\n";
     assert_eq!(
         err(missing_f, None),
-        "h.txt:2: expected the op map to have :f, found none"
+        "h.txt:2: expected the op to have `f`, or a value that is a list of [f, key, value] \
+         micro-ops (a transaction); found no `f` and value null"
     );
     let bad_process = "\n{:process -1 :type :invoke :f :read}";
     assert_eq!(
@@ -290,7 +294,7 @@ fn malformed_json_names_file_line_and_reason() {
                  {\"index\":1,\"process\":0,\"type\":\"okay\",\"f\":\"read\"}\n";
     assert!(err(lines, None).starts_with("h.txt:2: expected a JSON op object"));
     let array = "[\n{\"index\":0,\"process\":0,\"type\":\"invoke\",\"f\":\"read\"},\n\
-                 {\"index\":1,\"process\":0,\"type\":\"ok\"}\n]";
+                 {\"index\":1,\"process\":0,\"type\":\"ok\",\"f\":3}\n]";
     assert!(err(array, None).starts_with("h.txt:3: element 1 of the array is not an op"));
     assert!(err("[{\"index\":0,", None).starts_with("h.txt:1: expected a JSON array"));
 }
@@ -306,8 +310,7 @@ fn json_lines_history_fails_like_the_op_reader() {
         r#"{"index":1,"process":0,"type":"ok","f":"read","value":[1,}"#.to_string(),
         r#"{"index":1,"process":-1,"type":"ok","f":"read"}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":7}"#.to_string(),
-        r#"{"index":1,"process":0,"type":"ok"}"#.to_string(),
-        r#"{"process":0,"type":"ok","f":"read"}"#.to_string(),
+        r#"{"index":1,"process":0,"type":"ok","f":"read","index":2}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":"read","value":1,"value":2}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":"read"} x"#.to_string(),
         format!(r#"{{"index":1,"process":0,"type":"ok","f":"read","value":{nested}}}"#),

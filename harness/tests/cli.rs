@@ -127,6 +127,43 @@ fn malformed_history_names_file_and_line_and_exits_4() {
 }
 
 #[test]
+fn check_reads_elle_transactions_without_f_and_names_ops_by_their_index() {
+    // Elle's EDN shape: no :f, indices from 10; a G1c cycle, no --workload given.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g1c.edn");
+    std::fs::write(
+        &path,
+        "[{:type :invoke, :value [[:append :x 1] [:r :y nil]], :process 0, :index 10}\n\
+         {:type :invoke, :value [[:append :y 1] [:r :x nil]], :process 1, :index 12}\n\
+         {:type :ok, :value [[:append :x 1] [:r :y [1]]], :process 0, :index 14}\n\
+         {:type :ok, :value [[:append :y 1] [:r :x [1]]], :process 1, :index 16}]\n",
+    )
+    .unwrap();
+    let out = splitbrain()
+        .args(["check", "--format", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("G1c") && stdout.contains("T14") && stdout.contains("T16"),
+        "{stdout}"
+    );
+    // An op with no f whose value is no transaction is refused, naming the line.
+    std::fs::write(&path, "{:type :invoke, :value 3, :process 0}\n").unwrap();
+    let out = splitbrain().arg("check").arg(&path).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains(":1: expected the op to have `f`"), "{err}");
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let out = splitbrain()
         .args(["test", "--target", "nope"])

@@ -381,7 +381,7 @@ pub(crate) fn find(g: &Graph, components: &[Vec<u32>], namer: &Namer, found: &mu
         let spec = &SPECS[proof.spec];
         let ty = format!("{}{SUFFIX}", spec.model);
         let not = model::friendly(spec.model);
-        let mut indices: Vec<usize> = proof.scc.iter().map(|t| namer.index(*t)).collect();
+        let mut indices: Vec<u64> = proof.scc.iter().map(|t| namer.index(*t)).collect();
         indices.sort_unstable();
         let size = indices.len();
         found.add(&ty, || {

@@ -44,14 +44,16 @@ impl Found {
     }
 }
 
-/// Names transactions by the history index of their completion (invoke if pending).
+/// Names transactions by the history index of their completion (invoke if pending): the
+/// `index` the history's file carried, else the position.
 pub(crate) struct Namer<'a> {
     pub txns: &'a Txns,
     pub history: &'a History,
 }
 
 impl Namer<'_> {
-    pub fn index(&self, t: u32) -> usize {
+    /// Position in the history of the transaction's completion (invoke if pending).
+    fn pos(&self, t: u32) -> usize {
         let tx = &self.txns.txns[t as usize];
         if tx.complete_pos != usize::MAX {
             tx.complete_pos
@@ -60,16 +62,23 @@ impl Namer<'_> {
         }
     }
 
+    /// The index that names the transaction.
+    pub fn index(&self, t: u32) -> u64 {
+        self.history.op_index(self.pos(t))
+    }
+
     pub fn name(&self, t: u32) -> String {
         format!("T{}", self.index(t))
     }
 
     /// The op (completion, or invoke if pending) as JSON.
     pub fn op_json(&self, t: u32) -> Value {
-        self.history
-            .op(self.index(t))
-            .and_then(|o| serde_json::to_value(o.as_ref()).ok())
-            .unwrap_or(Value::Null)
+        let mut op = match self.history.op(self.pos(t)) {
+            Some(o) => o.into_owned(),
+            None => return Value::Null,
+        };
+        op.index = self.index(t);
+        serde_json::to_value(op).unwrap_or(Value::Null)
     }
 
     pub fn op_ref(&self, t: u32) -> Value {

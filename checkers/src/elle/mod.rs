@@ -198,7 +198,7 @@ impl Checker for ElleChecker {
             ));
         }
         if let Some(&pair) = txns.malformed.first() {
-            let index = history.pair_slots()[pair as usize].invoke_pos;
+            let index = history.op_index(history.pair_slots()[pair as usize].invoke_pos);
             return self.unknown(format!(
                 "{} transaction(s) are not lists of [f key value] micro-ops (the first is invoked at index {index})",
                 txns.malformed.len()

@@ -107,6 +107,10 @@ impl LineSource {
             Op::new(head.process, head.op_type, f, Value::Null).at(head.time)
         });
         op.index = pos as u64;
+        if op.f.is_empty() {
+            // The reader inferred the name of an op that carried none.
+            op.f = names.get(head.f as usize).cloned().unwrap_or_default();
+        }
         op
     }
 

@@ -20,7 +20,7 @@ pub(crate) mod simple_json;
 pub mod write;
 
 pub use error::HistoryError;
-pub use op::{value_key_string, Op, OpType, Process};
+pub use op::{value_key_string, Op, OpType, Process, NO_INDEX};
 
 pub(crate) use lazy::{LineSource, NameTable, OpHead};
 use serde_json::Value;
@@ -132,15 +132,32 @@ pub struct History {
     names: Vec<String>,
     slots: Vec<PairSlot>,
     pairs: OnceLock<Vec<OpPair>>,
+    /// The index each op carried in its file, kept only when some differ from positions.
+    indices: Option<Vec<u64>>,
 }
 
 impl History {
     /// Builds a history from ops in the order they happened.
     ///
-    /// Indices are rewritten to be dense (0..n) in the given order. Returns an error if a
-    /// process completes an op it never invoked, or invokes while its previous op is still
-    /// open.
+    /// Indices are rewritten to be dense (0..n) in the given order; the ones the ops
+    /// carried are kept for [`History::op_index`] when they differ from positions (ops
+    /// that all carry index 0 are taken to carry none). Returns an error if a process
+    /// completes an op it never invoked, or invokes while its previous op is still open.
     pub fn new(mut ops: Vec<Op>) -> Result<History, HistoryError> {
+        let carried = |i: usize, op: &Op| {
+            if op.index == NO_INDEX {
+                i as u64
+            } else {
+                op.index
+            }
+        };
+        let meaningful = ops.iter().any(|o| o.index != 0 && o.index != NO_INDEX);
+        let indices = (meaningful
+            && ops
+                .iter()
+                .enumerate()
+                .any(|(i, o)| carried(i, o) != i as u64))
+        .then(|| ops.iter().enumerate().map(|(i, o)| carried(i, o)).collect());
         let mut names = NameTable::default();
         let mut heads = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter_mut().enumerate() {
@@ -154,6 +171,7 @@ impl History {
         }
         let mut h = History::from_heads(heads, names.names, None)?;
         h.ops = OnceLock::from(ops);
+        h.indices = indices;
         Ok(h)
     }
 
@@ -171,7 +189,27 @@ impl History {
             names,
             slots,
             pairs: OnceLock::new(),
+            indices: None,
         })
+    }
+
+    /// Records the indices the history's ops carried (one per op), unless they are
+    /// simply the positions.
+    pub(crate) fn with_indices(mut self, indices: Option<Vec<u64>>) -> History {
+        self.indices = indices.filter(|ix| {
+            ix.len() == self.heads.len() && ix.iter().enumerate().any(|(i, &x)| x != i as u64)
+        });
+        self
+    }
+
+    /// The index by which the history's own file names the op at `pos`: its `index` field
+    /// where the history carried one, else its position. Results name ops by it, so a
+    /// user finds them in their own file.
+    pub fn op_index(&self, pos: usize) -> u64 {
+        self.indices
+            .as_ref()
+            .and_then(|ix| ix.get(pos).copied())
+            .unwrap_or(pos as u64)
     }
 
     /// Every op, in order.

@@ -107,7 +107,10 @@ impl<'de> Deserialize<'de> for Process {
 /// `[expected, new]`; for `txn` a list of `[f, key, value]` micro-ops.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {
-    /// Position in the history, dense from 0.
+    /// Position in the history, dense from 0. Readers keep the index the history carried
+    /// until [`crate::History`] records it (see [`crate::History::op_index`]); one that
+    /// carried none reads as [`NO_INDEX`].
+    #[serde(default = "no_index")]
     pub index: u64,
     /// Nanoseconds since the test began, from a monotonic clock.
     #[serde(default)]
@@ -117,7 +120,9 @@ pub struct Op {
     /// Invoke or one of the three completions.
     #[serde(rename = "type")]
     pub op_type: OpType,
-    /// The operation's name: `read`, `write`, `cas`, `append`, `txn`, ...
+    /// The operation's name: `read`, `write`, `cas`, `append`, `txn`, ... Elle's histories
+    /// may omit it; readers then infer it (see [`crate::history::read`]).
+    #[serde(default)]
     pub f: String,
     /// The key, for keyed workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +136,13 @@ pub struct Op {
     /// Why an op failed or is unknown, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
+}
+
+/// The index of an op read from a history that gave it none.
+pub const NO_INDEX: u64 = u64::MAX;
+
+fn no_index() -> u64 {
+    NO_INDEX
 }
 
 impl Op {

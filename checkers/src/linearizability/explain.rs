@@ -18,11 +18,11 @@ fn outcome_name(o: Outcome) -> &'static str {
     }
 }
 
-/// An op as a JSON object for evidence.
-pub(crate) fn op_json(p: &OpPair) -> Value {
+/// An op as a JSON object for evidence, named by the history's own indices.
+pub(crate) fn op_json(history: &History, p: &OpPair) -> Value {
     json!({
-        "index": p.invoke_pos,
-        "complete_index": p.complete_pos,
+        "index": history.op_index(p.invoke_pos),
+        "complete_index": p.complete_pos.map(|c| history.op_index(c)),
         "time": p.invoke_time,
         "complete_time": p.complete_time,
         "process": p.process,
@@ -34,14 +34,16 @@ pub(crate) fn op_json(p: &OpPair) -> Value {
     })
 }
 
-struct Clock {
+struct Clock<'h> {
     times: bool,
+    history: &'h History,
 }
 
-impl Clock {
-    fn new(history: &History) -> Clock {
+impl Clock<'_> {
+    fn new(history: &History) -> Clock<'_> {
         Clock {
             times: history.ops().iter().any(|o| o.time != 0),
+            history,
         }
     }
     fn point(&self, time: Option<u64>, pos: Option<usize>) -> String {
@@ -49,7 +51,7 @@ impl Clock {
             // Milliseconds when that is exact, else microseconds, so close ops stay apart.
             (true, Some(t), _) if t % 1_000_000 == 0 => format!("{:.3} s", t as f64 / 1e9),
             (true, Some(t), _) => format!("{:.6} s", t as f64 / 1e9),
-            (false, _, Some(p)) => format!("index {p}"),
+            (false, _, Some(p)) => format!("index {}", self.history.op_index(p)),
             _ => "never".into(),
         }
     }
@@ -209,12 +211,12 @@ pub(crate) fn explain_invalid<M: Model>(
     chosen.dedup();
     let evidence: Vec<Value> = chosen
         .iter()
-        .map(|&i| op_json(&pairs[part.ops[i].pair]))
+        .map(|&i| op_json(history, &pairs[part.ops[i].pair]))
         .collect();
-    let prefix: Vec<usize> = prog
+    let prefix: Vec<u64> = prog
         .best_prefix
         .iter()
-        .map(|&i| pairs[part.ops[i as usize].pair].invoke_pos)
+        .map(|&i| history.op_index(pairs[part.ops[i as usize].pair].invoke_pos))
         .collect();
     let tail = prefix.len().saturating_sub(MAX_LISTED);
 
@@ -222,7 +224,7 @@ pub(crate) fn explain_invalid<M: Model>(
     r.evidence = evidence;
     r.details = json!({
         "key": part.key,
-        "stuck_op": op_json(sp),
+        "stuck_op": op_json(history, sp),
         "longest_prefix_len": prefix.len(),
         "longest_prefix": &prefix[tail..],
         "longest_prefix_truncated": tail > 0,
@@ -284,10 +286,10 @@ pub(crate) fn explain_stopped<M: Model>(
     );
     let mut r = CheckResult::new("linearizable", Validity::Unknown, text);
     let (part, _, prog) = &stopped[0];
-    let prefix: Vec<usize> = prog
+    let prefix: Vec<u64> = prog
         .best_prefix
         .iter()
-        .map(|&i| pairs[part.ops[i as usize].pair].invoke_pos)
+        .map(|&i| history.op_index(pairs[part.ops[i as usize].pair].invoke_pos))
         .collect();
     let tail = prefix.len().saturating_sub(MAX_LISTED);
     r.details = json!({

@@ -2,22 +2,31 @@
 //! (typically one per line).
 //!
 //! Op map fields: `:process` (integer or `:nemesis`), `:type` (`:invoke` `:ok` `:fail`
-//! `:info`), `:f`, and optionally `:index`, `:time` (ns), `:key`, `:value`, `:node` and
+//! `:info`), `:f` (or a transaction value, see [`super`]), and optionally `:index`, `:time` (ns), `:key`, `:value`, `:node` and
 //! `:error`. Unknown fields are ignored. Op keys are matched without allocating, so large
 //! histories parse in one linear pass.
 
 use super::edn_value::{EdnError, EdnParser};
-use super::ParseContext;
-use crate::history::{HistoryError, Op, OpType, Process};
+use super::{infer_missing_f, ParseContext};
+use crate::history::{HistoryError, Op, OpType, Process, NO_INDEX};
 use serde_json::Value;
 
 /// Parses a whole EDN history.
 pub(crate) fn read_edn(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, HistoryError> {
+    let (mut ops, lines) = read_edn_ops(text, ctx)?;
+    infer_missing_f(&mut ops, &|i| lines.get(i).copied().unwrap_or(0), ctx)?;
+    Ok(ops)
+}
+
+/// The op maps of an EDN history (`f` empty where a map had none) and the line each
+/// starts on.
+fn read_edn_ops(text: &str, ctx: &ParseContext) -> Result<(Vec<Op>, Vec<usize>), HistoryError> {
     let to_err = |e: EdnError| ctx.error(e.line, e.reason);
     let mut p = EdnParser::new(text, 1);
     let mut ops = Vec::new();
+    let mut lines = Vec::new();
     if p.at_end(0).map_err(to_err)? {
-        return Ok(ops);
+        return Ok((ops, lines));
     }
     let close = match p.peek() {
         Some(b'[') => Some(b']'),
@@ -27,9 +36,10 @@ pub(crate) fn read_edn(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, Histor
     let Some(close) = close else {
         // A bare sequence of op maps.
         while !p.at_end(0).map_err(to_err)? {
+            lines.push(p.line());
             ops.push(parse_op(&mut p).map_err(to_err)?);
         }
-        return Ok(ops);
+        return Ok((ops, lines));
     };
     let open_line = p.line();
     p.bump();
@@ -50,7 +60,10 @@ pub(crate) fn read_edn(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, Histor
                     ),
                 ))
             }
-            Some(_) => ops.push(parse_op(&mut p).map_err(to_err)?),
+            Some(_) => {
+                lines.push(p.line());
+                ops.push(parse_op(&mut p).map_err(to_err)?)
+            }
         }
     }
     if !p.at_end(0).map_err(to_err)? {
@@ -62,7 +75,7 @@ pub(crate) fn read_edn(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, Histor
             ),
         ));
     }
-    Ok(ops)
+    Ok((ops, lines))
 }
 
 /// Parses one op map; the cursor is at its first byte.
@@ -76,6 +89,7 @@ fn parse_op(p: &mut EdnParser<'_>) -> Result<Op, EdnError> {
     let mut op_type = None;
     let mut f = None;
     let mut op = Op::new(Process::Nemesis, OpType::Info, String::new(), Value::Null);
+    op.index = NO_INDEX;
     loop {
         p.skip_ws(1)?;
         match p.peek() {
@@ -156,7 +170,7 @@ fn parse_op(p: &mut EdnParser<'_>) -> Result<Op, EdnError> {
                     .ok_or_else(|| bad("a non-negative integer"))?
             }
             "index" => {
-                value
+                op.index = value
                     .as_u64()
                     .ok_or_else(|| bad("a non-negative integer"))?;
             }
@@ -179,7 +193,8 @@ fn parse_op(p: &mut EdnParser<'_>) -> Result<Op, EdnError> {
     };
     op.process = process.ok_or_else(|| missing("process"))?;
     op.op_type = op_type.ok_or_else(|| missing("type"))?;
-    op.f = f.ok_or_else(|| missing("f"))?;
+    // A missing `f` is inferred (or refused) once the whole history is read.
+    op.f = f.unwrap_or_default();
     Ok(op)
 }
 

@@ -1,6 +1,6 @@
 //! JSON Lines and JSON-array readers.
 
-use super::ParseContext;
+use super::{infer_missing_f, ParseContext};
 use crate::history::{HistoryError, Op};
 
 /// One op object per non-blank line. Lines are parsed in parallel (rayon): parsing is
@@ -29,6 +29,7 @@ pub(crate) fn read_json_lines(text: &str, ctx: &ParseContext) -> Result<Vec<Op>,
             Err((line, reason)) => return Err(ctx.error(line, reason)),
         }
     }
+    infer_missing_f(&mut ops, &|i| lines.get(i).map_or(0, |l| l.0 + 1), ctx)?;
     Ok(ops)
 }
 
@@ -36,7 +37,7 @@ pub(crate) fn read_json_lines(text: &str, ctx: &ParseContext) -> Result<Vec<Op>,
 pub(crate) fn read_json_array(text: &str, ctx: &ParseContext) -> Result<Vec<Op>, HistoryError> {
     // Deserialize straight into ops (no intermediate `Value` tree); only on failure pay
     // for a second pass that names the offending element.
-    serde_json::from_str::<Vec<Op>>(text).map_err(|e| {
+    let mut ops = serde_json::from_str::<Vec<Op>>(text).map_err(|e| {
         if e.is_data() {
             if let Ok(raw) = serde_json::from_str::<Vec<serde_json::Value>>(text) {
                 for (n, v) in raw.into_iter().enumerate() {
@@ -53,7 +54,9 @@ pub(crate) fn read_json_array(text: &str, ctx: &ParseContext) -> Result<Vec<Op>,
             e.line().max(1),
             format!("expected a JSON array of ops: {e}"),
         )
-    })
+    })?;
+    infer_missing_f(&mut ops, &|i| element_line(text, i), ctx)?;
+    Ok(ops)
 }
 
 /// Best-effort line of the n-th top-level element of a JSON array (1-based).

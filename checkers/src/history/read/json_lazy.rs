@@ -3,10 +3,11 @@
 //! are kept. Errors are the ones the eager reader gives (`file:line: expected a JSON op
 //! object: ...`), for the same first malformed line.
 
-use super::ParseContext;
+use super::{is_txn_value, missing_f_reason, ParseContext};
 use crate::history::lazy::Span;
 use crate::history::{
     simple_json, History, HistoryError, LineSource, NameTable, Op, OpHead, OpType, Process,
+    NO_INDEX,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -18,14 +19,14 @@ use std::sync::Arc;
 #[derive(Deserialize)]
 #[serde(rename = "Op", expecting = "struct Op")]
 struct LightOp<'a> {
-    #[allow(dead_code)]
-    index: u64,
+    #[serde(default)]
+    index: Option<u64>,
     #[serde(default)]
     time: u64,
     process: Process,
     #[serde(rename = "type")]
     op_type: OpType,
-    #[serde(borrow)]
+    #[serde(default, borrow)]
     f: Cow<'a, str>,
     #[serde(default, borrow)]
     key: Option<&'a RawValue>,
@@ -58,6 +59,70 @@ struct Chunk {
     line_count: usize,
     /// The chunk's first malformed line (0-based within the chunk) and why.
     error: Option<(usize, String)>,
+    /// The indices its ops carried.
+    indices: ChunkIndices,
+    /// Ops without `f` or a transaction value: (op within the chunk, line within it).
+    unnamed: Vec<(usize, usize)>,
+}
+
+/// The indices a chunk's ops carried, stored whole only when they are not a run.
+#[derive(Default)]
+enum ChunkIndices {
+    /// No op carried an index.
+    #[default]
+    Absent,
+    /// The ops carried `first`, `first + 1`, ... (none missing).
+    Run(u64),
+    /// Anything else; `NO_INDEX` where an op carried none.
+    Listed(Vec<u64>),
+}
+
+impl ChunkIndices {
+    /// Notes op number `n` of the chunk carrying `index`.
+    fn push(&mut self, n: usize, index: Option<u64>) {
+        let listed = match (&mut *self, index) {
+            (ChunkIndices::Absent, None) => return,
+            (ChunkIndices::Absent, Some(x)) if n == 0 => {
+                *self = ChunkIndices::Run(x);
+                return;
+            }
+            (ChunkIndices::Run(first), Some(x)) if *first + n as u64 == x => return,
+            (ChunkIndices::Listed(v), x) => {
+                v.push(x.unwrap_or(NO_INDEX));
+                return;
+            }
+            (ChunkIndices::Absent, _) => vec![NO_INDEX; n],
+            (ChunkIndices::Run(first), _) => (*first..*first + n as u64).collect(),
+        };
+        let mut listed = listed;
+        listed.push(index.unwrap_or(NO_INDEX));
+        *self = ChunkIndices::Listed(listed);
+    }
+
+    /// True if the chunk's ops, starting at history position `pos`, carry their
+    /// positions (or nothing).
+    fn is_positions(&self, pos: usize) -> bool {
+        match self {
+            ChunkIndices::Absent => true,
+            ChunkIndices::Run(first) => *first == pos as u64,
+            ChunkIndices::Listed(_) => false,
+        }
+    }
+
+    /// Appends the chunk's `len` indices, starting at history position `pos`.
+    fn extend_into(&self, pos: usize, len: usize, out: &mut Vec<u64>) {
+        match self {
+            ChunkIndices::Absent => out.extend(pos as u64..(pos + len) as u64),
+            ChunkIndices::Run(first) => out.extend(*first..*first + len as u64),
+            ChunkIndices::Listed(v) => out.extend(v.iter().enumerate().map(|(i, &x)| {
+                if x == NO_INDEX {
+                    (pos + i) as u64
+                } else {
+                    x
+                }
+            })),
+        }
+    }
 }
 
 /// Chunks of about this many bytes (ending at a newline) are parsed in parallel.
@@ -115,11 +180,25 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
             out.error = Some((i, "line longer than 4 GiB".to_string()));
             return out;
         }
+        let mut f = light.f;
+        if f.is_empty() {
+            let value: serde_json::Value = light
+                .value
+                .and_then(|r| serde_json::from_str(r.get()).ok())
+                .unwrap_or_default();
+            if is_txn_value(&value) {
+                f = Cow::Borrowed("txn");
+            } else {
+                // Resolved from the process's invoke once every chunk is read.
+                out.unnamed.push((out.heads.len(), i));
+            }
+        }
+        out.indices.push(out.heads.len(), light.index);
         out.heads.push(OpHead {
             time: light.time,
             process: light.process,
             op_type: light.op_type,
-            f: out.names.intern(&light.f),
+            f: out.names.intern(&f),
         });
         out.lines.push(span(line));
         out.values
@@ -145,10 +224,31 @@ pub(crate) fn read_json_lines_lazy(
     let mut line_spans = Vec::with_capacity(total);
     let mut value_spans = Vec::with_capacity(total);
     let mut lines_before = 0;
+    let mut unnamed = Vec::new();
+    let carries_indices = chunks
+        .iter()
+        .scan(0, |pos, c| {
+            let at = *pos;
+            *pos += c.heads.len();
+            Some(!c.indices.is_positions(at))
+        })
+        .any(|x| x);
+    let mut indices = Vec::with_capacity(if carries_indices { total } else { 0 });
     for chunk in chunks {
         if let Some((line, reason)) = chunk.error {
             return Err(ctx.error(lines_before + line + 1, reason));
         }
+        if carries_indices {
+            chunk
+                .indices
+                .extend_into(heads.len(), chunk.heads.len(), &mut indices);
+        }
+        unnamed.extend(
+            chunk
+                .unnamed
+                .iter()
+                .map(|&(n, line)| (heads.len() + n, lines_before + line + 1)),
+        );
         lines_before += chunk.line_count;
         let ids: Vec<u32> = chunk.names.names.iter().map(|n| names.intern(n)).collect();
         heads.extend(chunk.heads.into_iter().map(|h| OpHead {
@@ -159,5 +259,41 @@ pub(crate) fn read_json_lines_lazy(
         value_spans.extend(chunk.values);
     }
     let source = LineSource::new(text, line_spans, value_spans);
-    History::from_heads(heads, names.names, Some(Arc::new(source)))
+    if !unnamed.is_empty() {
+        name_completions(&mut heads, &unnamed, &source, ctx)?;
+    }
+    let history = History::from_heads(heads, names.names, Some(Arc::new(source)))?;
+    Ok(history.with_indices(carries_indices.then_some(indices)))
+}
+
+/// Gives each op in `unnamed` (position, line) that carries no `f` and no transaction
+/// its process's open invoke's `f`; an invoke, or a completion with none, is malformed.
+fn name_completions(
+    heads: &mut [OpHead],
+    unnamed: &[(usize, usize)],
+    source: &LineSource,
+    ctx: &ParseContext,
+) -> Result<(), HistoryError> {
+    let mut open: std::collections::HashMap<Process, u32> = Default::default();
+    let mut next = unnamed.iter().peekable();
+    for (pos, head) in heads.iter_mut().enumerate() {
+        let invoked = match head.op_type {
+            OpType::Invoke => None,
+            _ => open.remove(&head.process),
+        };
+        if let Some(&(_, line)) = next.next_if(|(p, _)| *p == pos) {
+            let Some(f) = invoked else {
+                let value = source
+                    .value_text(pos)
+                    .and_then(|t| serde_json::from_str(t).ok())
+                    .unwrap_or_default();
+                return Err(ctx.error(line, missing_f_reason(&value)));
+            };
+            head.f = f;
+        }
+        if head.op_type == OpType::Invoke {
+            open.insert(head.process, head.f);
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,10 @@
 //! History readers: JSON Lines (native), a JSON array of ops (Elle's JSON), Jepsen EDN and
 //! Jepsen text logs. The format is detected from the content.
 //!
+//! As Elle's readers do, an op without `f` whose value is a list of `[f, key, value]`
+//! micro-ops is a `txn`; a completion without `f` takes its invoke's. Any other op
+//! without `f` is malformed.
+//!
 //! Every reader reports malformed input as [`HistoryError::Parse`] naming the file, the
 //! 1-based line and what was expected. No input makes a reader panic.
 
@@ -10,7 +14,9 @@ mod jepsen_log;
 mod json;
 mod json_lazy;
 
-use super::{History, HistoryError, Op};
+use super::{History, HistoryError, Op, OpType, Process, NO_INDEX};
+use serde_json::Value;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The on-disk formats a history can come in.
@@ -105,16 +111,86 @@ pub fn read_str(text: &str, file: &Path, format: Option<Format>) -> Result<Histo
     History::new(ops)
 }
 
-/// Parses ops from text without pairing them into a [`History`].
+/// Parses ops from text without pairing them into a [`History`]. Each op's `index` is
+/// the one the history gave it, or its position where it gave none.
 pub fn read_ops(text: &str, file: &Path, format: Option<Format>) -> Result<Vec<Op>, HistoryError> {
     let ctx = ParseContext {
         file: file.to_path_buf(),
     };
-    match format.unwrap_or_else(|| Format::detect(text)) {
+    let mut ops = match format.unwrap_or_else(|| Format::detect(text)) {
         Format::JsonLines => json::read_json_lines(text, &ctx),
         Format::JsonArray => json::read_json_array(text, &ctx),
         Format::Edn => edn::read_edn(text, &ctx),
         Format::JepsenLog => jepsen_log::read_jepsen_log(text, &ctx),
+    }?;
+    // Ops keep the index the history gave them, else their position.
+    for (i, op) in ops.iter_mut().enumerate() {
+        if op.index == NO_INDEX {
+            op.index = i as u64;
+        }
+    }
+    Ok(ops)
+}
+
+/// True if `v` is a transaction: a list of `[f, key, value]` micro-ops whose `f` is a
+/// name (an empty list counts, as Elle reads it).
+pub(crate) fn is_txn_value(v: &Value) -> bool {
+    v.as_array().is_some_and(|mops| {
+        mops.iter().all(|m| {
+            m.as_array()
+                .is_some_and(|m| m.len() == 3 && m[0].is_string())
+        })
+    })
+}
+
+/// Infers missing `f`s in read order: a transaction-valued op is a `txn`, a completion
+/// takes its process's open invoke's `f`. `line_of(i)` is op `i`'s line, for the error.
+pub(crate) fn infer_missing_f(
+    ops: &mut [Op],
+    line_of: &dyn Fn(usize) -> usize,
+    ctx: &ParseContext,
+) -> Result<(), HistoryError> {
+    if ops.iter().all(|o| !o.f.is_empty()) {
+        return Ok(());
+    }
+    let mut open: HashMap<Process, String> = HashMap::new();
+    for (i, op) in ops.iter_mut().enumerate() {
+        let invoked = if op.op_type == OpType::Invoke {
+            None
+        } else {
+            open.remove(&op.process)
+        };
+        if op.f.is_empty() {
+            if is_txn_value(&op.value) {
+                op.f = "txn".to_string();
+            } else if let Some(f) = invoked {
+                op.f = f;
+            } else {
+                return Err(ctx.error(line_of(i), missing_f_reason(&op.value)));
+            }
+        }
+        if op.op_type == OpType::Invoke {
+            open.insert(op.process, op.f.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Why an op without `f` cannot be read.
+pub(crate) fn missing_f_reason(value: &Value) -> String {
+    format!(
+        "expected the op to have `f`, or a value that is a list of [f, key, value] \
+         micro-ops (a transaction); found no `f` and value {}",
+        abbreviate(value)
+    )
+}
+
+/// A value as JSON, cut to about 80 characters for an error message.
+fn abbreviate(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
     }
 }
 
