@@ -73,7 +73,8 @@ pub struct Args {
     /// Longest wait for a session's vectors to be covered before `session-behind`.
     #[arg(long, default_value_t = 300)]
     pub session_wait_ms: i64,
-    /// Fold the committed prefix into a checkpoint every N commits.
+    /// Fold the committed prefix into a checkpoint every N commits (the newest N committed
+    /// writes stay in the log).
     #[arg(long, default_value_t = 500)]
     pub checkpoint_every: u64,
     /// Seed (accepted for CLI symmetry with other targets; peers are picked round-robin).

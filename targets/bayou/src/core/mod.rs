@@ -58,7 +58,8 @@ pub struct CoreConfig {
     pub anti_entropy_ms: i64,
     /// Longest wait for a session's vectors to be covered before `session-behind`.
     pub session_wait_ms: i64,
-    /// Fold the committed prefix into a checkpoint every this many commits.
+    /// Fold the committed prefix into a checkpoint every this many commits, keeping this
+    /// many committed writes in the log.
     pub checkpoint_every: u64,
     /// Most writes (and commits) in one anti-entropy batch.
     pub max_batch: usize,

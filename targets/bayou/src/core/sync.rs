@@ -89,25 +89,26 @@ impl Core {
         log
     }
 
-    /// Folds the committed writes into a new checkpoint once there are enough of them.
+    /// Folds the oldest committed writes into a new checkpoint once `2 × every` are in
+    /// the log, keeping the newest `every`: a peer a little behind still gets writes, not
+    /// the whole checkpoint (SOSP'97 §4 leaves how much log to keep to each replica).
     pub(super) fn maybe_checkpoint(&mut self) {
-        if (self.committed.len() as u64) < self.cfg.checkpoint_every.max(1) {
+        let every = self.cfg.checkpoint_every.max(1) as usize;
+        if self.committed.len() < 2 * every {
             return;
         }
-        let mut ck = Checkpoint {
-            csn: self.csn(),
-            omitted: self.ckpt.omitted.clone(),
-            clock: self.clock,
-            db: self.committed_db.clone(),
-        };
-        for w in &self.committed {
-            vv_raise(&mut ck.omitted, w.wid.replica, w.wid.stamp);
+        let fold = self.committed.len() - every;
+        let mut db = std::mem::take(&mut self.ckpt.db);
+        for (i, w) in self.committed.drain(..fold).enumerate() {
+            db.apply(&w, Some(self.ckpt.csn + 1 + i as u64));
+            vv_raise(&mut self.ckpt.omitted, w.wid.replica, w.wid.stamp);
         }
-        self.committed.clear();
-        self.ckpt = ck.clone();
+        self.ckpt.csn += fold as u64;
+        self.ckpt.clock = self.clock;
+        self.ckpt.db = db;
         let log = self.retained_records();
         self.effects.push(Effect::Checkpoint {
-            checkpoint: ck,
+            checkpoint: self.ckpt.clone(),
             log,
         });
     }
