@@ -426,3 +426,63 @@ fn duplicate_appends_are_refused_as_elle_refuses_them() {
         r.explanation
     );
 }
+
+/// A read of an element or value no transaction ever wrote: corruption, forbidden by
+/// every model (read-uncommitted included), in both workloads.
+#[test]
+fn garbage_reads_are_forbidden_by_every_model() {
+    // list-append: 7 was never appended to x (9 was, to y: garbage is per key).
+    let mut h = H::default();
+    h.txn(0, json!([["append", "x", 1], ["append", "y", 9]]))
+        .txn(1, json!([["r", "x", [1, 7]]]))
+        .txn(2, json!([["r", "y", [9, 1]]]));
+    for model in ["strict-serializable", "read-uncommitted"] {
+        let r = check(ElleWorkload::ListAppend, model, &h);
+        assert_has(&r, "garbage-read");
+        let first = &r.details["anomalies"]["garbage-read"]["instances"][0];
+        assert_eq!(
+            (&first["key"], &first["elements"]),
+            (&json!("x"), &json!([7]))
+        );
+        assert!(r.not.iter().any(|m| m == "read-uncommitted"), "{:?}", r.not);
+        assert_eq!(
+            r.details["anomalies"]["garbage-read"]["count"], 2,
+            "{:#}",
+            r.details
+        );
+    }
+    assert!(la(&h).explanation.contains("garbage read"));
+    // The same history without the foreign elements is valid.
+    let mut ok = H::default();
+    ok.txn(0, json!([["append", "x", 1], ["append", "y", 9]]))
+        .txn(1, json!([["r", "x", [1]], ["r", "y", [9]]]));
+    assert_eq!(la(&ok).valid, Validity::Valid, "{}", la(&ok).explanation);
+
+    // rw-register: 5 was never written to x; 3 was written only by a failed txn (G1a, not
+    // garbage).
+    let mut h = H::default();
+    h.txn(0, json!([["w", "x", 1]]))
+        .failed(1, json!([["w", "x", 3]]))
+        .txn(2, json!([["r", "x", 5]]));
+    for model in ["strict-serializable", "read-uncommitted"] {
+        let r = check(ElleWorkload::RwRegister, model, &h);
+        assert_has(&r, "garbage-read");
+        assert!(
+            r.explanation.contains("Most severe, garbage-read"),
+            "{}",
+            r.explanation
+        );
+    }
+    let mut g1a = H::default();
+    g1a.txn(0, json!([["w", "x", 1]]))
+        .failed(1, json!([["w", "x", 3]]))
+        .txn(2, json!([["r", "x", 3]]));
+    let r = check(ElleWorkload::RwRegister, "strict-serializable", &g1a);
+    assert_types(&r, &["G1a"]);
+    let mut valid = H::default();
+    valid
+        .txn(0, json!([["w", "x", 1]]))
+        .txn(2, json!([["r", "x", 1]]));
+    let r = check(ElleWorkload::RwRegister, "strict-serializable", &valid);
+    assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+}

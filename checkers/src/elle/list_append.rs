@@ -210,6 +210,21 @@ fn read_anomalies(
                 });
             }
             if tx.ok() {
+                let garbage: Vec<u32> = list
+                    .iter()
+                    .copied()
+                    .filter(|&e| any_writer[e as usize] == NONE)
+                    .collect();
+                if !garbage.is_empty() {
+                    found.add("garbage-read", || Case {
+                        txns: vec![t],
+                        explanation: format!(
+                            "{} read key {} = {}, including {}, which no transaction ever appended to {} (garbage read)",
+                            namer.name(t), txns.key_text(m.key), txns.list_text(list), txns.list_text(&garbage), txns.key_text(m.key)
+                        ),
+                        data: json!({"op": namer.op_ref(t), "key": txns.key_scalar_json(m.key), "elements": txns.list_json(&garbage)}),
+                    });
+                }
                 for &e in list {
                     if failed[e as usize] {
                         let w = any_writer[e as usize];

@@ -126,9 +126,18 @@ const PROSCRIBED: &[(&str, &[&str])] = &[
             "G0",
             "duplicate-elements",
             "cyclic-versions",
+            "garbage-read",
             "PL-1-cycle-exists",
         ],
     ),
+    // A read of a value nobody wrote is corruption: every model forbids it, so every
+    // weakest model (the lattice's sinks besides PL-1) proscribes it too.
+    ("view-serializable", &["garbage-read"]),
+    ("1SR", &["garbage-read"]),
+    ("monotonic-reads", &["garbage-read"]),
+    ("monotonic-writes", &["garbage-read"]),
+    ("read-your-writes", &["garbage-read"]),
+    ("writes-follow-reads", &["garbage-read"]),
     ("prefix", &["internal", "G1a"]),
     ("serializable", &["internal"]),
     (
@@ -594,6 +603,17 @@ mod tests {
                 "update-serializable"
             ])
         );
+    }
+
+    #[test]
+    fn garbage_read_rules_out_every_model() {
+        let impossible = impossible_models(["garbage-read"]);
+        for m in all_models() {
+            assert!(
+                impossible.contains(canonical(&m)),
+                "{m} allows garbage reads"
+            );
+        }
     }
 
     #[test]

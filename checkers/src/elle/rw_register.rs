@@ -164,6 +164,16 @@ fn read_anomalies(
         for m in txns.mops_of(tx) {
             match m.kind {
                 MopKind::Read => {
+                    if m.a != NONE && any_writer[m.a as usize] == NONE {
+                        found.add("garbage-read", || Case {
+                            txns: vec![t],
+                            explanation: format!(
+                                "{} read key {} = {}, a value no transaction ever wrote to {} (garbage read)",
+                                namer.name(t), txns.key_text(m.key), txns.version_text(m.a), txns.key_text(m.key)
+                            ),
+                            data: json!({"op": namer.op_ref(t), "key": txns.key_scalar_json(m.key), "value": txns.version_json(m.a)}),
+                        });
+                    }
                     if m.a != NONE && failed[m.a as usize] {
                         let w = any_writer[m.a as usize];
                         found.add("G1a", || Case {

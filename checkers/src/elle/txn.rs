@@ -134,11 +134,11 @@ impl Txns {
     pub fn scalar_json(&self, s: Scalar) -> Value {
         match s {
             Scalar::Int(i) => Value::from(i),
-            Scalar::Other(o) => self
-                .other_text
-                .get(o as usize)
-                .and_then(|t| serde_json::from_str(t).ok())
-                .unwrap_or(Value::Null),
+            // Strings are kept unquoted: text that is not JSON was a string.
+            Scalar::Other(o) => match self.other_text.get(o as usize) {
+                Some(t) => serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.clone())),
+                None => Value::Null,
+            },
         }
     }
 
