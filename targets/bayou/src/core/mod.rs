@@ -356,8 +356,11 @@ impl Core {
 
     /// Time passes: an anti-entropy round starts when due; session waits expire.
     pub fn tick(&mut self, now: i64) {
-        if now >= self.next_round && self.cfg.nodes > 1 {
-            self.next_round = now + self.cfg.anti_entropy_ms.max(1);
+        // A clock moved backwards must not stall anti-entropy: a round due further away
+        // than one period is due now.
+        let period = self.cfg.anti_entropy_ms.max(1);
+        if (now >= self.next_round || self.next_round - now > period) && self.cfg.nodes > 1 {
+            self.next_round = now + period;
             // Round-robin over the other replicas (SOSP'97 §3: any partner will do).
             let mut peer = self.round_robin % self.cfg.nodes + 1;
             if peer == self.cfg.id {
@@ -370,9 +373,11 @@ impl Core {
             };
             self.send(peer, msg);
         }
+        // Likewise a wait whose deadline moved further away than the session wait is over.
+        let wait = self.cfg.session_wait_ms;
         let (expired, waiting): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
             .into_iter()
-            .partition(|p| p.deadline <= now);
+            .partition(|p| p.deadline <= now || p.deadline - now > wait);
         self.pending = waiting;
         for p in expired {
             self.fail(p.req, "session-behind");
