@@ -1,1 +1,125 @@
-fn main() {}
+//! `splitbrain-ddp`: one rank of the training cluster, or the reference replay. See
+//! `--help` and the crate README.
+
+use clap::Parser;
+use splitbrain_ddp::config::{Args, Bug};
+use splitbrain_ddp::core::{CkptId, Core};
+use splitbrain_ddp::data::Dataset;
+use splitbrain_ddp::http::Api;
+use splitbrain_ddp::net::{self, PeerNet};
+use splitbrain_ddp::node::{DataBugs, Driver, Published, Shared};
+use splitbrain_ddp::replay::replay;
+use splitbrain_ddp::store::Store;
+use splitbrain_target_runtime::OffsetClock;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn main() {
+    let args = Args::parse();
+    if args.replay {
+        if let Err(e) = args.validate() {
+            eprintln!("splitbrain-ddp: {e}");
+            std::process::exit(2);
+        }
+        let train = args.train();
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        replay(&train, args.steps.unwrap_or(100), |s| {
+            if let Ok(line) = serde_json::to_string(&s) {
+                let _ = writeln!(out, "{line}");
+            }
+        });
+        let _ = out.flush();
+        return;
+    }
+    splitbrain_target_runtime::cli::run_server("splitbrain-ddp", run(args));
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    args.validate()?;
+    let train = args.train();
+    let cfg = args.core_config();
+    let rank = cfg.rank;
+    let clock = OffsetClock::new();
+    let store = Store::open(&args.data_dir).map_err(|e| e.to_string())?;
+    let log = store.read_log().map_err(|e| e.to_string())?;
+    let committed = log.last().map(|r| r.step).unwrap_or(0);
+    let durable: Vec<CkptId> = store.list().map_err(|e| e.to_string())?;
+    let client_listener = tokio::net::TcpListener::bind(&args.client_listen)
+        .await
+        .map_err(|e| format!("bind --client-listen {}: {e}", args.client_listen))?;
+    let peer_listener = std::net::TcpListener::bind(&args.peer_listen)
+        .map_err(|e| format!("bind --peer-listen {}: {e}", args.peer_listen))?;
+    let peers: Vec<(usize, String)> = args
+        .peers
+        .iter()
+        .map(|(id, a)| ((*id as usize).saturating_sub(1), a.clone()))
+        .collect();
+    let net = PeerNet::start(rank, train.world, &peers);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let world = train.world;
+    std::thread::Builder::new()
+        .name("ddp-listen".into())
+        .spawn(move || net::listen(peer_listener, world, tx))
+        .map_err(|e| e.to_string())?;
+    let (commits, _) = tokio::sync::watch::channel(committed);
+    let shared = Shared {
+        state: Arc::new(Mutex::new(Published {
+            steps: log,
+            status: (0, "rendezvous".into(), 0, committed),
+        })),
+        commits: Arc::new(commits),
+    };
+    let core = Core::new(cfg, train.init(rank), durable, committed, clock.now_ms());
+    let data = Dataset::new(
+        train.seed,
+        train.dataset_size,
+        train.mlp.input_width(),
+        train.mlp.classes(),
+    );
+    println!(
+        "splitbrain-ddp rank {rank} of {world}: {} parameters in {} buckets, bugs {:?}, {committed} steps committed, client {} peer {}",
+        train.mlp.num_params(),
+        train.buckets.len(),
+        args.bug_names(),
+        args.client_listen,
+        args.peer_listen
+    );
+    let driver = Driver {
+        core,
+        data,
+        store,
+        net,
+        rx,
+        clock: clock.clone(),
+        shared: shared.clone(),
+        bugs: DataBugs {
+            sampler_overlap: args.has_bug(Bug::SamplerOverlap),
+            resume_without_sampler_state: args.has_bug(Bug::ResumeWithoutSamplerState),
+        },
+        step_delay: Duration::from_millis(args.step_delay_ms),
+        data_pos: 0,
+        pending: Default::default(),
+        current: None,
+        logged: committed,
+        train,
+    };
+    std::thread::Builder::new()
+        .name("ddp-driver".into())
+        .spawn(move || driver.run())
+        .map_err(|e| e.to_string())?;
+    let api = Arc::new(Api {
+        rank: rank as u64,
+        world: world as u64,
+        bugs: args.bug_names(),
+        clock,
+        shared,
+    });
+    splitbrain_target_runtime::http::serve(client_listener, move |req| {
+        let api = api.clone();
+        async move { api.handle(req).await }
+    })
+    .await;
+    Ok(())
+}

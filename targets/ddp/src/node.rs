@@ -1,0 +1,326 @@
+//! The rank's driver thread: carries out the core's outputs with real compute, disk and
+//! network, and publishes committed steps.
+//!
+//! Backward runs layer by layer; as soon as the layers of a bucket are done the bucket is
+//! handed to the core, whose ring messages go out at once, and between layers inbound
+//! messages are fed to the core, so the all-reduce of late layers overlaps the backward
+//! pass of early ones.
+
+use crate::config::TrainConfig;
+use crate::core::{CkptId, Core, Output, Phase};
+use crate::data::{self, Dataset};
+use crate::model::{self, Gemm};
+use crate::net::{Inbound, PeerNet};
+use crate::store::{CkptMeta, StepRecord, Store};
+use splitbrain_target_runtime::OffsetClock;
+use std::collections::BTreeMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Loop period when idle; bounds timer precision.
+const TICK: Duration = Duration::from_millis(5);
+
+/// Driver-level bugs (the data position and the sampler).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DataBugs {
+    /// The last rank reads rank 0's shard.
+    pub sampler_overlap: bool,
+    /// A resume does not restore the data position.
+    pub resume_without_sampler_state: bool,
+}
+
+/// What the HTTP side sees.
+#[derive(Debug, Default)]
+pub struct Published {
+    /// Committed step records, in step order.
+    pub steps: Vec<StepRecord>,
+    /// Generation, phase, step in progress, committed step.
+    pub status: (u64, String, u64, u64),
+}
+
+/// Shared between the driver thread and the HTTP handlers.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The published state.
+    pub state: Arc<Mutex<Published>>,
+    /// Bumped on every commit (for long polls).
+    pub commits: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+/// The driver.
+pub struct Driver {
+    /// The protocol core.
+    pub core: Core,
+    /// Training configuration.
+    pub train: TrainConfig,
+    /// Data set.
+    pub data: Dataset,
+    /// Disk.
+    pub store: Store,
+    /// Outbound network.
+    pub net: PeerNet,
+    /// Inbound messages.
+    pub rx: Receiver<Inbound>,
+    /// The node's clock.
+    pub clock: OffsetClock,
+    /// Published state.
+    pub shared: Shared,
+    /// Bugs of the driver.
+    pub bugs: DataBugs,
+    /// Pause between steps.
+    pub step_delay: Duration,
+    /// Batches consumed (the sampler's position).
+    pub data_pos: u64,
+    /// Records of applied, not yet checkpointed steps.
+    pub pending: BTreeMap<u64, StepRecord>,
+    /// Loss and samples of the step being computed.
+    pub current: Option<(u64, f32, Vec<u64>)>,
+    /// Last step in the published log.
+    pub logged: u64,
+}
+
+fn fatal(e: &dyn std::fmt::Display) -> ! {
+    eprintln!("splitbrain-ddp: storage failure, stopping: {e}");
+    std::process::exit(2);
+}
+
+impl Driver {
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Runs forever (until the inbound channel closes).
+    pub fn run(mut self) {
+        let mut compute = None;
+        loop {
+            match self.rx.recv_timeout(TICK) {
+                Ok(m) => {
+                    let now = self.now();
+                    self.core.on_message(m.from, m.msg, now);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            self.drain_inbound();
+            let now = self.now();
+            self.core.tick(now);
+            self.handle_outputs(&mut compute);
+            if let Some(step) = compute.take() {
+                if !self.step_delay.is_zero() {
+                    std::thread::sleep(self.step_delay);
+                }
+                self.run_step(step, &mut compute);
+            }
+        }
+    }
+
+    fn drain_inbound(&mut self) {
+        for _ in 0..4096 {
+            match self.rx.try_recv() {
+                Ok(m) => {
+                    let now = self.now();
+                    self.core.on_message(m.from, m.msg, now);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// The sample ids this rank uses for `step`.
+    pub fn samples_for(&self, step: u64) -> (u64, Vec<u64>) {
+        let spe = self.train.steps_per_epoch();
+        let (epoch, by_step) = data::position(step, spe);
+        // The position follows the step (restored with it); the bug keeps a separate
+        // cursor that a resume does not restore.
+        let index = if self.bugs.resume_without_sampler_state {
+            self.data_pos % spe.max(1)
+        } else {
+            by_step
+        };
+        let rank = self.core.config().rank as u64;
+        let world = self.train.world as u64;
+        let shard_rank = if self.bugs.sampler_overlap && rank + 1 == world && world > 1 {
+            0
+        } else {
+            rank
+        };
+        (epoch, self.train.batch_ids(shard_rank, epoch, index))
+    }
+
+    fn run_step(&mut self, step: u64, compute: &mut Option<u64>) {
+        let (_, ids) = self.samples_for(step);
+        let (x, y) = self.data.batch(&ids);
+        let mlp = self.train.mlp.clone();
+        let (loss, acts) = mlp.forward(Gemm::Simd, self.core.params(), &x, &y);
+        self.current = Some((step, loss, ids));
+        self.data_pos += 1;
+        let params = self.core.params().to_vec();
+        let layers = mlp.layers();
+        let buckets = self.train.buckets.clone();
+        let mut grad = vec![0.0f32; params.len()];
+        let mut next_bucket = 0usize;
+        let mut deferred = Vec::new();
+        mlp.backward(Gemm::Simd, &params, &acts, &y, &mut grad, |layer, g| {
+            let done_from = layers[layer].weights.start;
+            while next_bucket < buckets.len() && buckets[next_bucket].start >= done_from {
+                let now = self.clock.now_ms();
+                self.core.local_bucket(
+                    step,
+                    next_bucket as u32,
+                    &g[buckets[next_bucket].clone()],
+                    now,
+                );
+                next_bucket += 1;
+            }
+            self.drain_inbound();
+            // Ring messages go out now; everything else waits until backward is over.
+            for out in self.core.take_outputs() {
+                match out {
+                    Output::Send { to, msg } => self.net.send(to, &msg),
+                    other => deferred.push(other),
+                }
+            }
+        });
+        self.run_outputs(deferred, compute);
+    }
+
+    fn handle_outputs(&mut self, compute: &mut Option<u64>) {
+        loop {
+            let outs = self.core.take_outputs();
+            if outs.is_empty() {
+                break;
+            }
+            self.run_outputs(outs, compute);
+        }
+        self.publish_status();
+    }
+
+    fn run_outputs(&mut self, outs: Vec<Output>, compute: &mut Option<u64>) {
+        for out in outs {
+            match out {
+                Output::Send { to, msg } => self.net.send(to, &msg),
+                Output::Compute { step } => *compute = Some(step),
+                Output::StepDone { step } => self.step_done(step),
+                Output::SaveCheckpoint(id) => self.save(id),
+                Output::Commit { through, gen } => self.commit(through, gen),
+                Output::Restore(id) => self.restore(id),
+                Output::Regroup { gen, reason } => {
+                    *compute = None;
+                    println!(
+                        "rank {}: regroup to generation {gen}: {reason}",
+                        self.core.config().rank
+                    );
+                }
+            }
+        }
+        // Outputs of the calls above (restored, checkpoint_saved) come back on the next
+        // round of `handle_outputs`.
+        let more = self.core.take_outputs();
+        if !more.is_empty() {
+            self.run_outputs(more, compute);
+        }
+    }
+
+    fn step_done(&mut self, step: u64) {
+        let Some((s, loss, samples)) = self.current.take() else {
+            return;
+        };
+        if s != step {
+            return;
+        }
+        let (epoch, _) = data::position(step, self.train.steps_per_epoch());
+        let record = StepRecord {
+            rank: self.core.config().rank as u64,
+            step,
+            epoch,
+            gen: self.core.gen(),
+            digest: model::digest(self.core.params()),
+            loss,
+            samples,
+        };
+        self.pending.insert(step, record);
+    }
+
+    fn save(&mut self, id: CkptId) {
+        let k = self.train.ckpt_every;
+        let records: Vec<StepRecord> = self
+            .pending
+            .range(id.step.saturating_sub(k) + 1..=id.step)
+            .map(|(_, r)| r.clone())
+            .collect();
+        let meta = CkptMeta {
+            step: id.step,
+            gen: id.gen,
+            data_pos: self.data_pos,
+            records,
+            params: self.core.params().len(),
+        };
+        if let Err(e) = self
+            .store
+            .save(&meta, self.core.params(), self.core.momentum())
+        {
+            fatal(&e);
+        }
+        self.pending.retain(|s, _| *s > id.step);
+        let now = self.now();
+        self.core.checkpoint_saved(id, now);
+    }
+
+    fn restore(&mut self, id: CkptId) {
+        let ckpt = match self.store.load(id) {
+            Ok(c) => c,
+            Err(e) => fatal(&e),
+        };
+        self.pending.clear();
+        self.current = None;
+        if !self.bugs.resume_without_sampler_state {
+            self.data_pos = ckpt.meta.data_pos;
+        }
+        let now = self.now();
+        self.core.restored(ckpt.params, ckpt.momentum, now);
+    }
+
+    fn commit(&mut self, through: u64, gen: u64) {
+        let k = self.train.ckpt_every;
+        let mut records = Vec::new();
+        let mut at = (self.logged / k + 1) * k;
+        while at <= through {
+            match self.store.load(CkptId { step: at, gen }) {
+                Ok(c) => {
+                    records.extend(c.meta.records.into_iter().filter(|r| r.step > self.logged))
+                }
+                Err(e) => fatal(&e),
+            }
+            at += k;
+        }
+        if let Err(e) = self.store.append_log(&records) {
+            fatal(&e);
+        }
+        if let Err(e) = self.store.retain(self.core.durable()) {
+            fatal(&e);
+        }
+        self.logged = through;
+        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.steps.extend(records);
+        drop(st);
+        self.shared.commits.send_replace(through);
+    }
+
+    fn publish_status(&self) {
+        let phase = match self.core.phase() {
+            Phase::Rendezvous => "rendezvous",
+            Phase::Restoring => "restoring",
+            Phase::AwaitInit => "await-init",
+            Phase::Training => "training",
+            Phase::Finished => "finished",
+        };
+        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.status = (
+            self.core.gen(),
+            phase.to_string(),
+            self.core.step(),
+            self.core.committed(),
+        );
+    }
+}

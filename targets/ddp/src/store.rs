@@ -1,0 +1,357 @@
+//! Durable state of a rank: checkpoints and the committed step log.
+//!
+//! A checkpoint is one file `ckpt-<step>-g<gen>.bin`: a JSON header line (step, gen,
+//! data position, the records of its last K steps, parameter count), then the parameters
+//! and the momentum as little-endian f32, then a 64-bit checksum. It is written to a
+//! temporary file, fsync'd, renamed into place and the directory fsync'd, so a crash
+//! leaves either the whole checkpoint or none. The step log `steps.jsonl` holds one
+//! committed step record per line, appended and fsync'd; a torn last line is cut off.
+
+use crate::core::CkptId;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O error on a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A checkpoint that does not parse or whose checksum is wrong.
+    #[error("{path}: corrupt checkpoint: {why}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// What a rank reports about one applied step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Rank (0-based).
+    pub rank: u64,
+    /// Step (from 1).
+    pub step: u64,
+    /// Epoch (from 0).
+    pub epoch: u64,
+    /// Generation of the group that ran it.
+    pub gen: u64,
+    /// Digest of the parameters after the step.
+    pub digest: String,
+    /// This rank's loss on its micro-batch (before the update).
+    pub loss: f32,
+    /// Sample ids this rank consumed.
+    pub samples: Vec<u64>,
+}
+
+/// A checkpoint's header.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CkptMeta {
+    /// Last step applied.
+    pub step: u64,
+    /// Generation that wrote it.
+    pub gen: u64,
+    /// Data position (batches consumed) after `step`.
+    pub data_pos: u64,
+    /// Records of the steps since the previous checkpoint.
+    pub records: Vec<StepRecord>,
+    /// Number of parameters.
+    pub params: usize,
+}
+
+/// A loaded checkpoint.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// Header.
+    pub meta: CkptMeta,
+    /// Parameters.
+    pub params: Vec<f32>,
+    /// Momentum.
+    pub momentum: Vec<f32>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io { path, source }
+}
+
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut sum = bytes.len() as u64;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        sum = sum.rotate_left(5) ^ u64::from_le_bytes(b);
+    }
+    for &b in words.remainder() {
+        sum = sum.rotate_left(5) ^ u64::from(b);
+    }
+    sum
+}
+
+/// A rank's data directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating) the directory.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        fs::create_dir_all(dir).map_err(io(dir))?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn ckpt_path(&self, id: CkptId) -> PathBuf {
+        self.dir
+            .join(format!("ckpt-{:010}-g{}.bin", id.step, id.gen))
+    }
+
+    /// Checkpoints present on disk.
+    pub fn list(&self) -> Result<Vec<CkptId>, StoreError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io(&self.dir))? {
+            let entry = entry.map_err(io(&self.dir))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            let Some(rest) = name
+                .strip_prefix("ckpt-")
+                .and_then(|r| r.strip_suffix(".bin"))
+            else {
+                continue;
+            };
+            let Some((step, gen)) = rest.split_once("-g") else {
+                continue;
+            };
+            if let (Ok(step), Ok(gen)) = (step.parse(), gen.parse()) {
+                out.push(CkptId { step, gen });
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Writes a checkpoint atomically and durably.
+    pub fn save(
+        &self,
+        meta: &CkptMeta,
+        params: &[f32],
+        momentum: &[f32],
+    ) -> Result<(), StoreError> {
+        let id = CkptId {
+            step: meta.step,
+            gen: meta.gen,
+        };
+        let path = self.ckpt_path(id);
+        let tmp = path.with_extension("tmp");
+        let mut bytes = serde_json::to_vec(meta).map_err(|e| StoreError::Corrupt {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        for v in params.iter().chain(momentum) {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let sum = checksum(&bytes);
+        bytes.extend_from_slice(&sum.to_le_bytes());
+        let mut f = File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(&bytes).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))?;
+        Ok(())
+    }
+
+    /// Loads a checkpoint, checking its checksum.
+    pub fn load(&self, id: CkptId) -> Result<Checkpoint, StoreError> {
+        let path = self.ckpt_path(id);
+        let mut bytes = Vec::new();
+        File::open(&path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(io(&path))?;
+        let corrupt = |why: &str| StoreError::Corrupt {
+            path: path.clone(),
+            why: why.to_string(),
+        };
+        if bytes.len() < 8 {
+            return Err(corrupt("too short"));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 8);
+        let mut t = [0u8; 8];
+        t.copy_from_slice(tail);
+        if checksum(body) != u64::from_le_bytes(t) {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let nl = body
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or_else(|| corrupt("no header"))?;
+        let meta: CkptMeta =
+            serde_json::from_slice(&body[..nl]).map_err(|e| corrupt(&e.to_string()))?;
+        let floats: Vec<f32> = body[nl + 1..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if floats.len() != 2 * meta.params {
+            return Err(corrupt("wrong number of values"));
+        }
+        let momentum = floats[meta.params..].to_vec();
+        let mut params = floats;
+        params.truncate(meta.params);
+        Ok(Checkpoint {
+            meta,
+            params,
+            momentum,
+        })
+    }
+
+    /// Deletes checkpoints not in `keep`.
+    pub fn retain(&self, keep: &std::collections::BTreeSet<CkptId>) -> Result<(), StoreError> {
+        for id in self.list()? {
+            if !keep.contains(&id) {
+                let p = self.ckpt_path(id);
+                fs::remove_file(&p).map_err(io(&p))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("steps.jsonl")
+    }
+
+    /// The committed step records, in order; a torn last line is cut off.
+    pub fn read_log(&self) -> Result<Vec<StepRecord>, StoreError> {
+        let path = self.log_path();
+        let mut bytes = Vec::new();
+        match File::open(&path) {
+            Ok(mut f) => {
+                f.read_to_end(&mut bytes).map_err(io(&path))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&path)(e)),
+        }
+        let mut out = Vec::new();
+        let mut good = 0;
+        for line in bytes.split_inclusive(|b| *b == b'\n') {
+            if !line.ends_with(b"\n") {
+                break;
+            }
+            match serde_json::from_slice::<StepRecord>(line) {
+                Ok(r) => out.push(r),
+                Err(_) => break,
+            }
+            good += line.len();
+        }
+        if good < bytes.len() {
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(io(&path))?;
+            f.set_len(good as u64).map_err(io(&path))?;
+            f.sync_all().map_err(io(&path))?;
+        }
+        Ok(out)
+    }
+
+    /// Appends committed records and fsyncs.
+    pub fn append_log(&self, records: &[StepRecord]) -> Result<(), StoreError> {
+        let path = self.log_path();
+        let mut bytes = Vec::new();
+        for r in records {
+            if let Ok(line) = serde_json::to_vec(r) {
+                bytes.extend_from_slice(&line);
+                bytes.push(b'\n');
+            }
+        }
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        f.write_all(&bytes).map_err(io(&path))?;
+        f.sync_data().map_err(io(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(step: u64) -> StepRecord {
+        StepRecord {
+            rank: 0,
+            step,
+            epoch: 0,
+            gen: 1,
+            digest: "ab".into(),
+            loss: 1.5,
+            samples: vec![step],
+        }
+    }
+
+    #[test]
+    fn checkpoints_round_trip_and_corruption_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let meta = CkptMeta {
+            step: 10,
+            gen: 2,
+            data_pos: 10,
+            records: vec![record(9), record(10)],
+            params: 3,
+        };
+        store
+            .save(&meta, &[1.0, 2.0, 3.0], &[0.5, 0.25, 0.0])
+            .unwrap();
+        let id = CkptId { step: 10, gen: 2 };
+        assert_eq!(store.list().unwrap(), vec![id]);
+        let c = store.load(id).unwrap();
+        assert_eq!(c.params, vec![1.0, 2.0, 3.0]);
+        assert_eq!(c.momentum, vec![0.5, 0.25, 0.0]);
+        assert_eq!(c.meta.records.len(), 2);
+        let path = dir.path().join("ckpt-0000000010-g2.bin");
+        let mut bytes = fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 12] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert!(matches!(store.load(id), Err(StoreError::Corrupt { .. })));
+        store.retain(&Default::default()).unwrap();
+        assert!(store.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_log_survives_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.append_log(&[record(1), record(2)]).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("steps.jsonl"))
+            .unwrap();
+        f.write_all(b"{\"rank\":0,\"st").unwrap();
+        assert_eq!(store.read_log().unwrap().len(), 2);
+        store.append_log(&[record(3)]).unwrap();
+        assert_eq!(
+            store
+                .read_log()
+                .unwrap()
+                .iter()
+                .map(|r| r.step)
+                .collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+    }
+}
