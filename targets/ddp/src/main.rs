@@ -71,7 +71,20 @@ async fn run(args: Args) -> Result<(), String> {
         })),
         commits: Arc::new(commits),
     };
-    let core = Core::new(cfg, train.init(rank), durable, committed, clock.now_ms());
+    // A restarted rank must be told apart from its earlier incarnation.
+    let boot = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ u64::from(std::process::id());
+    let core = Core::new(
+        cfg,
+        train.init(rank),
+        durable,
+        committed,
+        boot,
+        clock.now_ms(),
+    );
     let data = Dataset::new(
         train.seed,
         train.dataset_size,

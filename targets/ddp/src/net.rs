@@ -244,6 +244,7 @@ mod tests {
         let msgs = vec![
             Msg::Join {
                 gen: 3,
+                boot: 7,
                 ckpts: vec![CkptId { step: 5, gen: 2 }],
             },
             Msg::Saved { gen: 3, step: 10 },

@@ -66,6 +66,8 @@ pub enum Msg {
     Join {
         /// Generation.
         gen: u64,
+        /// The sender's incarnation (differs after every restart).
+        boot: u64,
         /// Checkpoints held.
         ckpts: Vec<CkptId>,
     },
@@ -183,8 +185,10 @@ pub struct Core {
     cfg: CoreConfig,
     gen: u64,
     phase: Phase,
-    /// Announcements of this generation, including our own.
-    joins: BTreeMap<Rank, Vec<CkptId>>,
+    /// Announcements of this generation, including our own: incarnation, checkpoints.
+    joins: BTreeMap<Rank, (u64, Vec<CkptId>)>,
+    /// This process's incarnation.
+    boot: u64,
     /// Our announcement for this generation (fixed once made).
     my_join: Vec<CkptId>,
     last_join_sent: i64,
@@ -213,12 +217,14 @@ pub struct Core {
 
 impl Core {
     /// A rank starting up: `init` its own initial parameters, `durable` the checkpoints on
-    /// its disk, `committed` the last step it has committed. It announces generation 0.
+    /// its disk, `committed` the last step it has committed, `boot` a number that differs
+    /// from every earlier incarnation of this rank. It announces generation 0.
     pub fn new(
         cfg: CoreConfig,
         init: Vec<f32>,
         durable: Vec<CkptId>,
         committed: u64,
+        boot: u64,
         now: i64,
     ) -> Core {
         let n = init.len();
@@ -228,6 +234,7 @@ impl Core {
             gen: 0,
             phase: Phase::Rendezvous,
             joins: BTreeMap::new(),
+            boot,
             my_join: Vec::new(),
             last_join_sent: now,
             durable: durable
@@ -317,7 +324,8 @@ impl Core {
         self.saved.clear();
         self.my_join = self.durable.iter().copied().collect();
         self.joins.clear();
-        self.joins.insert(self.cfg.rank, self.my_join.clone());
+        self.joins
+            .insert(self.cfg.rank, (self.boot, self.my_join.clone()));
         self.last_progress = now;
         self.outputs.push(Output::Regroup {
             gen,
@@ -329,10 +337,7 @@ impl Core {
 
     fn announce(&mut self, now: i64) {
         self.last_join_sent = now;
-        let msg = Msg::Join {
-            gen: self.gen,
-            ckpts: self.my_join.clone(),
-        };
+        let msg = self.my_join_msg();
         let others: Vec<Rank> = self.others().collect();
         for r in others {
             self.send(r, msg.clone());
@@ -344,7 +349,7 @@ impl Core {
             return;
         }
         let mut common: Option<BTreeSet<CkptId>> = None;
-        for list in self.joins.values() {
+        for (_, list) in self.joins.values() {
             let set: BTreeSet<CkptId> = list.iter().copied().collect();
             common = Some(match common {
                 None => set,
@@ -591,7 +596,7 @@ impl Core {
             return;
         }
         match msg {
-            Msg::Join { gen, ckpts } => self.on_join(from, gen, ckpts, now),
+            Msg::Join { gen, boot, ckpts } => self.on_join(from, gen, boot, ckpts, now),
             Msg::Saved { gen, step } => {
                 if gen == self.gen && self.phase != Phase::Rendezvous {
                     self.heard_saved(from, step, now);
@@ -601,38 +606,38 @@ impl Core {
         }
     }
 
-    fn on_join(&mut self, from: Rank, gen: u64, ckpts: Vec<CkptId>, now: i64) {
+    fn my_join_msg(&self) -> Msg {
+        Msg::Join {
+            gen: self.gen,
+            boot: self.boot,
+            ckpts: self.my_join.clone(),
+        }
+    }
+
+    fn on_join(&mut self, from: Rank, gen: u64, boot: u64, ckpts: Vec<CkptId>, now: i64) {
         if gen > self.gen {
             self.enter_rendezvous(gen, now, &format!("rank {from} announced generation {gen}"));
         }
-        if gen == self.gen {
-            if self.phase == Phase::Rendezvous {
-                self.joins.insert(from, ckpts);
-                self.try_complete_rendezvous(now);
-            } else {
-                // It is still forming the group we already formed: repeat our part.
-                let msg = Msg::Join {
-                    gen: self.gen,
-                    ckpts: self.my_join.clone(),
-                };
-                self.send(from, msg);
-            }
-        } else if gen < self.gen {
-            if self.phase == Phase::Rendezvous {
-                let msg = Msg::Join {
-                    gen: self.gen,
-                    ckpts: self.my_join.clone(),
-                };
-                self.send(from, msg);
-            } else {
-                // A member fell out of our group (it restarted or lost it): re-form.
-                let next = self.gen + 1;
-                self.enter_rendezvous(
-                    next,
-                    now,
-                    &format!("rank {from} is back in generation {gen}"),
-                );
-            }
+        let known = self.joins.get(&from).map(|(b, _)| *b);
+        if gen == self.gen && self.phase == Phase::Rendezvous {
+            self.joins.insert(from, (boot, ckpts));
+            self.try_complete_rendezvous(now);
+        } else if gen == self.gen && known == Some(boot) {
+            // It is still forming the group we already formed: repeat our part.
+            let msg = self.my_join_msg();
+            self.send(from, msg);
+        } else if self.phase == Phase::Rendezvous {
+            // An older generation, or a restarted rank: bring it to ours.
+            let msg = self.my_join_msg();
+            self.send(from, msg);
+        } else if gen <= self.gen {
+            // A member fell out of our group (it restarted or lost it): re-form.
+            let next = self.gen + 1;
+            self.enter_rendezvous(
+                next,
+                now,
+                &format!("rank {from} is back in generation {gen}"),
+            );
         }
     }
 
