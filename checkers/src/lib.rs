@@ -20,6 +20,7 @@ pub mod ddp;
 pub mod elle;
 pub mod eventual;
 pub mod history;
+pub mod jepsen;
 pub mod linearizability;
 pub mod verdict;
 

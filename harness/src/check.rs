@@ -60,6 +60,28 @@ impl CheckOptions {
         Ok(Box::new(ElleChecker::new(workload, opts)?))
     }
 
+    /// A checker chosen by name (`check --checker NAME`): one of Jepsen's generic
+    /// checkers (`splitbrain_checkers::jepsen::CHECKERS`) or `bank`.
+    pub fn named_checker(&self, name: &str) -> anyhow::Result<Box<dyn Checker>> {
+        if name == "bank" {
+            return Ok(Box::new(BankChecker::new(BankOptions::default())));
+        }
+        match splitbrain_checkers::jepsen::by_name(name) {
+            Some(c) => Ok(c),
+            None => {
+                let known: Vec<&str> = splitbrain_checkers::jepsen::CHECKERS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .chain(["bank"])
+                    .collect();
+                bail!(
+                    "unknown checker {name:?}; known checkers: {}",
+                    known.join(", ")
+                )
+            }
+        }
+    }
+
     /// The checkers for a named check workload: a harness workload, or `list-append`,
     /// `rw-register`, `bank`.
     pub fn for_workload(&self, name: &str) -> anyhow::Result<Vec<Box<dyn Checker>>> {

@@ -174,6 +174,10 @@ struct CheckArgs {
     /// Workload whose checkers to use (register, append, list-append, rw-register, bank).
     #[arg(long)]
     workload: Option<String>,
+    /// Run these checkers (comma separated or repeated) instead: Jepsen's counter,
+    /// unique-ids, total-queue, long-fork, stats, exceptions, or bank.
+    #[arg(long = "checker", value_delimiter = ',')]
+    checkers: Vec<String>,
     /// Output format.
     #[arg(long, value_parser = ["table", "json"], default_value = "table")]
     format: String,
@@ -349,6 +353,14 @@ fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
     }
     let workload = a.workload.clone().or(stored.workload);
     let (name, checkers) = match (&workload, &check.model) {
+        _ if !a.checkers.is_empty() => (
+            a.checkers.join(","),
+            a.checkers
+                .iter()
+                .map(|n| check.named_checker(n))
+                .collect::<anyhow::Result<Vec<_>>>()
+                .map_err(|e| usage(format!("{e:#}")))?,
+        ),
         (Some(w), None) => (
             w.clone(),
             check.for_workload(w).map_err(|e| usage(format!("{e:#}")))?,
@@ -458,6 +470,10 @@ fn list_text() -> String {
     }
     out.push_str("consistency models (--consistency-model):\n");
     for (name, desc) in splitbrain_checkers::elle::consistency_models() {
+        out.push_str(&format!("  {name:<24} {desc}\n"));
+    }
+    out.push_str("checkers (check --checker NAME):\n");
+    for (name, desc) in splitbrain_checkers::jepsen::CHECKERS {
         out.push_str(&format!("  {name:<24} {desc}\n"));
     }
     out.push_str("nemeses (--nemesis, comma separated):\n");

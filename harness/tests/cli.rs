@@ -164,6 +164,64 @@ fn check_reads_elle_transactions_without_f_and_names_ops_by_their_index() {
 }
 
 #[test]
+fn check_runs_jepsen_checkers_by_name_with_design_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = dir.path().join("ids.edn");
+    // Knossos/Jepsen EDN: two generate ops return the same id.
+    std::fs::write(
+        &ids,
+        "{:process 0 :type :invoke :f :generate :value nil}\n{:process 0 :type :ok :f :generate :value 1}\n\
+         {:process 1 :type :invoke :f :generate :value nil}\n{:process 1 :type :ok :f :generate :value 1}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str], path: &Path| {
+        let out = splitbrain()
+            .arg("check")
+            .args(args)
+            .arg(path)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, text) = run(&["--checker", "unique-ids", "--format", "json"], &ids);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("\"unique-ids\"") && text.contains("duplicated"),
+        "{text}"
+    );
+    // stats passes on it (generate succeeded), exceptions too: both chosen at once.
+    let (code, text) = run(&["--checker", "stats,exceptions", "--format", "json"], &ids);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("\"stats\"") && text.contains("\"exceptions\""),
+        "{text}"
+    );
+    // A counter read above every attempted increment.
+    let counter = dir.path().join("counter.jsonl");
+    std::fs::write(
+        &counter,
+        "{\"process\":0,\"type\":\"invoke\",\"f\":\"add\",\"value\":1}\n\
+         {\"process\":0,\"type\":\"ok\",\"f\":\"add\",\"value\":1}\n\
+         {\"process\":0,\"type\":\"invoke\",\"f\":\"read\",\"value\":null}\n\
+         {\"process\":0,\"type\":\"ok\",\"f\":\"read\",\"value\":2}\n",
+    )
+    .unwrap();
+    let (code, text) = run(&["--checker", "counter"], &counter);
+    assert_eq!(code, Some(1), "{text}");
+    let (code, text) = run(&["--checker", "no-such"], &counter);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("known checkers") && text.contains("long-fork"),
+        "{text}"
+    );
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let out = splitbrain()
         .args(["test", "--target", "nope"])
