@@ -2,12 +2,12 @@
 # A bundled target's proof matrix: its correct modes must be valid under faults, and every
 # named bug must be found (invalid) under the fault that exposes it. Prints a markdown
 # table of verdicts by seed, with the anomaly types each invalid run named.
-# Usage: scripts/matrix.sh TARGET [SECONDS] [SEEDS...]        TARGET: kv or txn
+# Usage: scripts/matrix.sh TARGET [SECONDS] [SEEDS...]        TARGET: kv, txn or bayou
 #   MATRIX_ROWS="correct stale-read" scripts/matrix.sh kv 30 1 2 3   # a subset
 # Env: SPLITBRAIN (binary, default ./target/release/splitbrain), STORE (default
 # store/matrix-TARGET; every run's output is appended to $STORE.log).
 set -u
-target=${1:?usage: scripts/matrix.sh kv|txn [SECONDS] [SEEDS...]}
+target=${1:?usage: scripts/matrix.sh kv|txn|bayou [SECONDS] [SEEDS...]}
 shift
 secs=${1:-60}
 shift || true
@@ -52,15 +52,33 @@ txn)
     "unilateral-abort-append|--workload list-append --bug unilateral-abort --nemesis slow"
     "no-prepare-fsync|--workload list-append --bug no-prepare-fsync --nemesis kill"
   ) ;;
-*) echo "unknown target $target (kv or txn)" >&2; exit 2 ;;
+bayou)
+  rows=(
+    "correct-set|--workload set --nemesis partition,kill,pause,clock"
+    "correct-booking|--workload booking --nemesis partition,kill,pause,clock"
+    "correct-counter|--workload counter --nemesis partition,kill,pause,clock"
+    "no-rollback|--workload booking --bug no-rollback --nemesis none"
+    "lose-tentative|--workload set --bug lose-tentative --nemesis kill"
+    "reorder-commit|--workload set --bug reorder-commit --nemesis kill"
+    "stale-commit-sync|--workload set --bug stale-commit-sync --nemesis none"
+    "stale-session|--workload set --bug stale-session --nemesis partition"
+  ) ;;
+*) echo "unknown target $target (kv, txn or bayou)" >&2; exit 2 ;;
 esac
 
-# The anomaly types the newest run of test $1 named, comma separated.
+# What the newest run of test $1 found: the anomaly types it named, comma separated, or
+# (for checkers that name none) the checkers that said invalid.
 anomalies() {
   local results="$store/$1/latest/results.json"
   [ -f "$results" ] || return 0
-  tr -d ' \n' <"$results" | grep -o '"anomaly_types":\[[^]]*\]' | sed 's/.*\[//; s/\]//; s/"//g' |
-    tr '\n' ',' | sed 's/,,*/,/g; s/^,//; s/,$//'
+  local a
+  a=$(tr -d ' \n' <"$results" | grep -o '"anomaly_types":\[[^]]*\]' | sed 's/.*\[//; s/\]//; s/"//g' |
+    tr '\n' ',' | sed 's/,,*/,/g; s/^,//; s/,$//')
+  if [ -z "$a" ]; then
+    a=$(tr -d ' \n' <"$results" | grep -o '"checker":"[^"]*","valid":false' |
+      sed 's/"checker":"//; s/",.*//' | tr '\n' ',' | sed 's/,$//')
+  fi
+  echo "$a"
 }
 verdict() {
   case $1 in

@@ -143,6 +143,19 @@ pub async fn perform(
     inv: &Invocation,
     timeout: Duration,
 ) -> OpType {
+    perform_completion(client, recorder, process, inv, timeout)
+        .await
+        .op_type
+}
+
+/// [`perform`], returning the whole completion as recorded.
+pub async fn perform_completion(
+    client: &mut dyn Client,
+    recorder: &HistoryRecorder,
+    process: u64,
+    inv: &Invocation,
+    timeout: Duration,
+) -> Completion {
     let mut op = Op::new(
         Process::Client(process),
         OpType::Invoke,
@@ -156,11 +169,11 @@ pub async fn perform(
         Err(_) => Completion::info(inv.value.clone(), "timeout", None),
     };
     op.op_type = c.op_type;
-    op.value = c.value;
-    op.node = c.node;
-    op.error = c.error;
+    op.value = c.value.clone();
+    op.node = c.node.clone();
+    op.error = c.error.clone();
     recorder.record(op);
-    c.op_type
+    c
 }
 
 /// Finds a target's node binary: `--target-bin`, beside the running executable, or PATH.
@@ -236,6 +249,7 @@ pub async fn run_test(
         bugs: spec.bugs.clone(),
         op_timeout: Duration::from_millis(spec.op_timeout_ms),
         hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
+        workload: spec.workload.clone(),
     };
     let reservation = PortReservation::new(spec.nodes * 2)?;
     let ports = reservation.ports().to_vec();
@@ -466,11 +480,27 @@ async fn drive(
     if cancel.is_cancelled() {
         return Ok(());
     }
-    let final_reads = generator
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .final_reads();
-    if !final_reads.is_empty() {
+    let (final_reads, per_replica) = {
+        let g = generator.lock().unwrap_or_else(|e| e.into_inner());
+        (g.final_reads(), g.final_reads_per_replica())
+    };
+    if per_replica && !final_reads.is_empty() {
+        // Convergence is timed from the heal, so no quiet period first: rounds start now.
+        let make_replica_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
+            let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
+            Arc::new(move |r| target.replica_client(&addrs, r, &topts))
+        };
+        let rounds = crate::converge::FinalReadRounds {
+            reads: Arc::new(final_reads),
+            replicas: addrs.len(),
+            make_client: make_replica_client,
+            recorder: recorder.clone(),
+            op_timeout,
+            bound: crate::converge::CONVERGE_BOUND,
+        };
+        let report = rounds.run(&cancel).await;
+        eprintln!("splitbrain: final reads: {report}");
+    } else if !final_reads.is_empty() {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs_f64(spec.quiesce_s)) => {}
             _ = cancel.cancelled() => return Ok(()),

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod check;
 pub mod cluster;
 pub mod controller;
+pub mod converge;
 pub mod mesh;
 pub mod progress;
 pub mod recorder;

@@ -4,6 +4,7 @@
 //! are ready, how to ask who leads, how to set a node's clock, and how to build a
 //! [`Client`] that turns workload invocations into requests.
 
+pub mod bayou;
 pub mod kv;
 pub mod txn;
 
@@ -73,6 +74,9 @@ pub struct TargetOptions {
     pub op_timeout: Duration,
     /// Hedged reads: delay before the second request.
     pub hedge_delay: Duration,
+    /// The `--workload` being run (a target whose ops mean different things per workload,
+    /// as Bayou's `add` on a set or a counter, needs it).
+    pub workload: String,
 }
 
 /// A bug a target can be started with, for `splitbrain list` and validation.
@@ -154,6 +158,16 @@ pub trait Target: Send + Sync {
     }
     /// A client for one process; `home` is the node it prefers.
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client>;
+    /// A client that only ever talks to node `replica`, for per-replica final reads
+    /// (convergence workloads). By default the ordinary client with that home node.
+    fn replica_client(
+        &self,
+        addrs: &[SocketAddr],
+        replica: usize,
+        opts: &TargetOptions,
+    ) -> Box<dyn Client> {
+        self.client(addrs, replica, opts)
+    }
 }
 
 /// Every target the harness knows.
@@ -161,6 +175,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
     vec![
         std::sync::Arc::new(kv::KvTarget),
         std::sync::Arc::new(txn::TxnTarget),
+        std::sync::Arc::new(bayou::BayouTarget),
     ]
 }
 
@@ -242,6 +257,24 @@ pub(crate) async fn post_json(
 pub fn request_timeout_args(op_timeout: Duration, margin_ms: u128) -> [String; 2] {
     let ms = op_timeout.as_millis().saturating_sub(margin_ms).max(100);
     ["--request-timeout-ms".to_string(), ms.to_string()]
+}
+
+/// [`Target::wait_formed`] for targets that need nothing beyond every node answering its
+/// health check (no leader to elect).
+pub(crate) fn every_node_ready<'a, T: Target + ?Sized>(
+    target: &'a T,
+    http: &'a reqwest::Client,
+    addrs: &'a [SocketAddr],
+    bound: Duration,
+) -> BoxFuture<'a, Result<(), ()>> {
+    Box::pin(poll_until(bound, move || async move {
+        for addr in addrs {
+            if !target.is_ready(http, *addr).await {
+                return false;
+            }
+        }
+        true
+    }))
 }
 
 /// Polls `ready` every 100 ms until it holds (`Ok`) or `bound` has passed (`Err`).

@@ -10,8 +10,8 @@
 //! balance below zero) and its `read` reads every account.
 
 use super::{
-    bundled_node_args, poll_until, post_json, request_timeout_args, BoxFuture, BugInfo, Client,
-    Completion, Invocation, Posted, Target, TargetOptions,
+    bundled_node_args, every_node_ready, post_json, request_timeout_args, BoxFuture, BugInfo,
+    Client, Completion, Invocation, Posted, Target, TargetOptions,
 };
 use crate::workload::bank::BANK_ACCOUNTS;
 use serde_json::{json, Value};
@@ -102,14 +102,7 @@ impl Target for TxnTarget {
         addrs: &'a [SocketAddr],
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>> {
-        Box::pin(poll_until(bound, move || async move {
-            for addr in addrs {
-                if !self.is_ready(http, *addr).await {
-                    return false;
-                }
-            }
-            true
-        }))
+        every_node_ready(self, http, addrs, bound)
     }
 
     fn leaders<'a>(

@@ -2,6 +2,7 @@
 //! history is checked (a list of checkers).
 
 pub mod bank;
+pub mod eventual;
 mod keys;
 pub mod register;
 pub mod txn;
@@ -20,6 +21,11 @@ pub trait OpGenerator: Send {
     /// Reads to run after the cluster is healed and quiet (convergence workloads).
     fn final_reads(&self) -> Vec<Invocation> {
         Vec::new()
+    }
+    /// True when the final reads are to be made at every replica, in rounds, until two
+    /// rounds in a row agree (convergence workloads); false: once each, anywhere.
+    fn final_reads_per_replica(&self) -> bool {
+        false
     }
     /// Operations to complete before the main phase starts (e.g. opening balances);
     /// each is retried until it succeeds, and all are recorded.
@@ -58,6 +64,9 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(txn::ListAppendWorkload),
         Box::new(txn::RwRegisterWorkload),
         Box::new(bank::BankWorkload),
+        Box::new(eventual::SetWorkload),
+        Box::new(eventual::BookingWorkload),
+        Box::new(eventual::CounterWorkload),
     ]
 }
 
