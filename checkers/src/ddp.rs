@@ -1,1 +1,0 @@
-//! The DDP replica-consistency checker (work in progress).

@@ -1,0 +1,327 @@
+//! The four DDP checks over parsed step records (see the module docs of `ddp`).
+
+use super::{Found, Seen};
+use crate::history::History;
+use crate::verdict::{CheckResult, Validity};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Sample ids listed per missing-sample case.
+const LIST: usize = 20;
+
+/// Replica agreement: one digest per step across every rank and report.
+pub(crate) fn replicas(seen: &[Seen]) -> CheckResult {
+    let mut by_step: BTreeMap<u64, BTreeMap<&str, Vec<&Seen>>> = BTreeMap::new();
+    for s in seen {
+        by_step
+            .entry(s.record.step)
+            .or_default()
+            .entry(s.record.digest.as_str())
+            .or_default()
+            .push(s);
+    }
+    let ranks: BTreeSet<u64> = seen.iter().map(|s| s.record.rank).collect();
+    let mut found = Found::default();
+    let mut first: Option<String> = None;
+    for (step, digests) in &by_step {
+        if digests.len() < 2 {
+            continue;
+        }
+        let sides: Vec<Value> = digests
+            .iter()
+            .map(|(d, v)| {
+                let rs: BTreeSet<u64> = v.iter().map(|s| s.record.rank).collect();
+                json!({"digest": d, "ranks": rs})
+            })
+            .collect();
+        if first.is_none() {
+            let text: Vec<String> = digests
+                .iter()
+                .map(|(d, v)| {
+                    let rs: BTreeSet<u64> = v.iter().map(|s| s.record.rank).collect();
+                    format!("ranks {rs:?} hold {d}")
+                })
+                .collect();
+            first = Some(format!("step {step}: {}", text.join(", ")));
+        }
+        let ops = digests
+            .values()
+            .filter_map(|v| v.first().map(|s| s.evidence()))
+            .collect();
+        found.add(
+            "replica-divergence",
+            json!({"step": step, "sides": sides}),
+            ops,
+        );
+    }
+    let details = json!({"steps": by_step.len(), "ranks": ranks, "reports": seen.len()});
+    let headline = match first {
+        Some(f) => {
+            let n = found
+                .by_type
+                .get("replica-divergence")
+                .map(|e| e.0)
+                .unwrap_or(0);
+            format!(
+                "replicas diverged at {n} of {} steps; the first: {f}",
+                by_step.len()
+            )
+        }
+        None => format!(
+            "all {} ranks agree on the parameters at each of {} steps ({} reports)",
+            ranks.len(),
+            by_step.len(),
+            seen.len()
+        ),
+    };
+    found.result("ddp-replicas", headline, details)
+}
+
+/// Exactly-once data per epoch across ranks.
+pub(crate) fn data(seen: &[Seen], dataset_size: Option<u64>) -> CheckResult {
+    let mut found = Found::default();
+    // One record per (rank, step); a repeated report must say the same.
+    let mut distinct: BTreeMap<(u64, u64), &Seen> = BTreeMap::new();
+    for s in seen {
+        let key = (s.record.rank, s.record.step);
+        match distinct.get(&key) {
+            Some(prev)
+                if prev.record.samples != s.record.samples
+                    || prev.record.epoch != s.record.epoch =>
+            {
+                found.add(
+                    "changed-record",
+                    json!({"rank": key.0, "step": key.1, "before": prev.record.samples, "after": s.record.samples}),
+                    vec![prev.evidence(), s.evidence()],
+                );
+            }
+            Some(_) => {}
+            None => {
+                distinct.insert(key, s);
+            }
+        }
+    }
+    let mut epochs: BTreeMap<u64, BTreeMap<u64, Vec<&Seen>>> = BTreeMap::new();
+    let mut last_epoch: BTreeMap<u64, u64> = BTreeMap::new();
+    for s in distinct.values() {
+        let e = last_epoch.entry(s.record.rank).or_insert(0);
+        *e = (*e).max(s.record.epoch);
+        let ids = epochs.entry(s.record.epoch).or_default();
+        for id in &s.record.samples {
+            ids.entry(*id).or_default().push(s);
+        }
+    }
+    let mut first: Option<String> = None;
+    let mut complete = 0;
+    for (epoch, ids) in &epochs {
+        for (id, users) in ids {
+            if users.len() > 1 {
+                let by: Vec<Value> = users
+                    .iter()
+                    .map(|s| json!([s.record.rank, s.record.step]))
+                    .collect();
+                first.get_or_insert_with(|| {
+                    format!(
+                        "epoch {epoch}: sample {id} consumed {} times (rank, step): {by:?}",
+                        users.len()
+                    )
+                });
+                let ops = users.iter().take(2).map(|s| s.evidence()).collect();
+                found.add(
+                    "duplicate-sample",
+                    json!({"epoch": epoch, "sample": id, "consumed_by": by}),
+                    ops,
+                );
+            }
+        }
+        // Every rank has moved past this epoch, so all its steps are recorded.
+        let finished = !last_epoch.is_empty() && last_epoch.values().all(|e| e > epoch);
+        if let (Some(n), true) = (dataset_size, finished) {
+            complete += 1;
+            let missing: Vec<u64> = (0..n).filter(|i| !ids.contains_key(i)).collect();
+            if !missing.is_empty() {
+                first.get_or_insert_with(|| {
+                    format!(
+                        "epoch {epoch}: {} of {n} samples never consumed, e.g. {:?}",
+                        missing.len(),
+                        &missing[..missing.len().min(5)]
+                    )
+                });
+                found.add(
+                    "missing-sample",
+                    json!({"epoch": epoch, "count": missing.len(), "samples": &missing[..missing.len().min(LIST)]}),
+                    Vec::new(),
+                );
+            }
+        }
+    }
+    let details = json!({"epochs": epochs.len(), "complete_epochs_checked_for_gaps": complete, "dataset_size": dataset_size});
+    let headline = match first {
+        Some(f) => format!("samples not used exactly once per epoch; the first: {f}"),
+        None => format!(
+            "every sample consumed at most once in each of {} epochs{}",
+            epochs.len(),
+            match dataset_size {
+                Some(n) => format!(", and all {n} in each of the {complete} finished ones"),
+                None => " (no data set size given: gaps not checked)".into(),
+            }
+        ),
+    };
+    found.result("ddp-data", headline, details)
+}
+
+/// Gap-free steps per rank, a falling loss, and the time lost to recoveries.
+pub(crate) fn progress(seen: &[Seen], history: &History) -> CheckResult {
+    let mut found = Found::default();
+    let mut last: BTreeMap<u64, &Seen> = BTreeMap::new();
+    let mut first_gap: Option<String> = None;
+    for s in seen {
+        let r = s.record.rank;
+        let expected = last.get(&r).map(|p| p.record.step + 1).unwrap_or(1);
+        if s.record.step != expected {
+            first_gap.get_or_insert_with(|| {
+                format!(
+                    "rank {r} reported step {} where step {expected} was due",
+                    s.record.step
+                )
+            });
+            let mut ops: Vec<Value> = last.get(&r).map(|p| vec![p.evidence()]).unwrap_or_default();
+            ops.push(s.evidence());
+            found.add(
+                "step-gap",
+                json!({"rank": r, "expected": expected, "got": s.record.step}),
+                ops,
+            );
+        }
+        last.insert(r, s);
+    }
+    // Loss: mean over ranks per step; the last quarter must be below the first.
+    let mut loss: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
+    for s in seen {
+        if let Some(l) = s.record.loss.filter(|l| l.is_finite()) {
+            let e = loss.entry(s.record.step).or_insert((0.0, 0));
+            e.0 += l;
+            e.1 += 1;
+        }
+    }
+    let means: Vec<f64> = loss.values().map(|(sum, n)| sum / *n as f64).collect();
+    let quarter = means.len() / 4;
+    let mut loss_note = format!(
+        "{} steps with a loss: too few to judge a trend",
+        means.len()
+    );
+    if means.len() >= 20 {
+        let avg = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+        let (head, tail) = (avg(&means[..quarter]), avg(&means[means.len() - quarter..]));
+        loss_note =
+            format!("mean loss {head:.4} over the first quarter of steps, {tail:.4} over the last");
+        if tail >= head {
+            found.add(
+                "loss-not-decreasing",
+                json!({"first_quarter": head, "last_quarter": tail}),
+                Vec::new(),
+            );
+        }
+    }
+    // Recoveries: pauses between one step's first commit and the next much longer than
+    // the typical one.
+    let mut commit_at: BTreeMap<u64, u64> = BTreeMap::new();
+    for s in seen {
+        let t = commit_at.entry(s.record.step).or_insert(s.time);
+        *t = (*t).min(s.time);
+    }
+    let gaps: Vec<(u64, u64)> = commit_at
+        .iter()
+        .zip(commit_at.iter().skip(1))
+        .map(|((s, t0), (_, t1))| (*s, t1.saturating_sub(*t0)))
+        .collect();
+    let mut sorted: Vec<u64> = gaps.iter().map(|g| g.1).collect();
+    sorted.sort_unstable();
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    let threshold = (median * 10).max(200_000_000);
+    let recoveries: Vec<Value> = gaps
+        .iter()
+        .filter(|(_, g)| *g > threshold)
+        .map(|(s, g)| json!({"after_step": s, "lost_ms": g / 1_000_000}))
+        .collect();
+    let lost_ms: u64 = gaps
+        .iter()
+        .filter(|(_, g)| *g > threshold)
+        .map(|(_, g)| g / 1_000_000)
+        .sum();
+    let details = json!({
+        "ranks": last.keys().collect::<Vec<_>>(),
+        "last_step": last.iter().map(|(r, s)| (r.to_string(), s.record.step)).collect::<BTreeMap<_, _>>(),
+        "loss": loss_note,
+        "recoveries": recoveries,
+        "time_lost_ms": lost_ms,
+        "nemesis_ops": history.nemesis_count(),
+        "median_step_gap_ms": median as f64 / 1e6,
+    });
+    let headline = match (first_gap, found.by_type.contains_key("loss-not-decreasing")) {
+        (Some(g), _) => format!("committed steps are not gap-free: {g}"),
+        (None, true) => format!("the loss does not fall: {loss_note}"),
+        (None, false) => format!(
+            "every rank's committed steps are gap-free; {loss_note}; {} recoveries cost {lost_ms} ms",
+            recoveries.len()
+        ),
+    };
+    found.result("ddp-progress", headline, details)
+}
+
+/// Equality with the single-process reference run.
+pub(crate) fn reference(seen: &[Seen], reference: Option<&BTreeMap<u64, String>>) -> CheckResult {
+    let Some(reference) = reference else {
+        return CheckResult::new(
+            "ddp-reference",
+            Validity::Unknown,
+            "no reference digests were given: run the single-process replay (splitbrain-ddp --replay) to compare against",
+        );
+    };
+    let mut found = Found::default();
+    let mut first: Option<String> = None;
+    let mut compared = 0usize;
+    let mut unchecked = 0usize;
+    let mut last_step = 0;
+    for s in seen {
+        let Some(want) = reference.get(&s.record.step) else {
+            unchecked += 1;
+            continue;
+        };
+        compared += 1;
+        last_step = last_step.max(s.record.step);
+        if *want != s.record.digest {
+            first.get_or_insert_with(|| {
+                format!(
+                    "step {} on rank {}: digest {} but the reference has {want}",
+                    s.record.step, s.record.rank, s.record.digest
+                )
+            });
+            found.add(
+                "reference-mismatch",
+                json!({"step": s.record.step, "rank": s.record.rank, "digest": s.record.digest, "reference": want}),
+                vec![s.evidence()],
+            );
+        }
+    }
+    let details = json!({"compared": compared, "beyond_reference": unchecked, "reference_steps": reference.len()});
+    if compared == 0 && found.by_type.is_empty() {
+        let mut r = CheckResult::new(
+            "ddp-reference",
+            Validity::Unknown,
+            format!(
+                "no committed step falls within the {} reference steps",
+                reference.len()
+            ),
+        );
+        r.details = details;
+        return r;
+    }
+    let headline = match first {
+        Some(f) => format!("the run differs from the single-process reference; the first: {f}"),
+        None => format!(
+            "all {compared} reports up to step {last_step} equal the single-process reference bit for bit"
+        ),
+    };
+    found.result("ddp-reference", headline, details)
+}

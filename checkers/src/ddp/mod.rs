@@ -1,0 +1,226 @@
+//! The DDP checker: replica consistency of a data-parallel training run.
+//!
+//! History shape: one process per rank follows that rank's committed steps; each ok op
+//! with `f: "step"` carries the rank's record of one committed step as its value:
+//! `{"rank": r, "step": s, "epoch": e, "digest": "...", "loss": l, "samples": [ids],
+//! "gen": g}`. Only ok `step` ops are read; everything else is ignored.
+//!
+//! Four checks, each a [`Checker`] (see [`ddp_checkers`]):
+//! - `ddp-replicas` ([`DdpCheck::Replicas`]): at every step all ranks (and every report
+//!   of it) have the same parameter digest; names the first divergent step and the ranks
+//!   on each side (`replica-divergence`).
+//! - `ddp-data` ([`DdpCheck::Data`]): within each epoch every sample id is consumed
+//!   exactly once across ranks over the committed steps (`duplicate-sample`; with the data
+//!   set size, `missing-sample` for epochs every rank has finished), and a step reported
+//!   twice by a rank reports the same samples (`changed-record`).
+//! - `ddp-progress` ([`DdpCheck::Progress`]): each rank's steps are gap-free from 1
+//!   (`step-gap`), the loss trends down (`loss-not-decreasing`); the time lost to each
+//!   recovery is reported (not judged).
+//! - `ddp-reference` ([`DdpCheck::Reference`]): every committed digest equals the
+//!   single-process reference run's digest of that step (`reference-mismatch`); without
+//!   reference digests the verdict is unknown.
+//!
+//! ```
+//! use splitbrain_checkers::ddp::{ddp_checkers, DdpOptions};
+//! let names: Vec<String> = ddp_checkers(&DdpOptions::default()).iter().map(|c| c.name()).collect();
+//! assert_eq!(names, ["ddp-replicas", "ddp-data", "ddp-progress", "ddp-reference"]);
+//! ```
+
+mod checks;
+
+use crate::history::{History, Outcome};
+use crate::verdict::{CheckResult, Checker, Validity};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// How many cases of one anomaly are kept as evidence (all are counted).
+pub(crate) const MAX_CASES: usize = 8;
+
+/// Options of the DDP checks.
+#[derive(Debug, Clone, Default)]
+pub struct DdpOptions {
+    /// Number of samples in the data set (enables `missing-sample`).
+    pub dataset_size: Option<u64>,
+    /// Reference digests by step (from a single-process replay).
+    pub reference: Option<BTreeMap<u64, String>>,
+}
+
+/// Which property a [`DdpChecker`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DdpCheck {
+    /// Replica agreement per step.
+    Replicas,
+    /// Exactly-once samples per epoch.
+    Data,
+    /// Gap-free steps, falling loss, recovery times.
+    Progress,
+    /// Equality with the reference run.
+    Reference,
+}
+
+impl DdpCheck {
+    /// The checker's name in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            DdpCheck::Replicas => "ddp-replicas",
+            DdpCheck::Data => "ddp-data",
+            DdpCheck::Progress => "ddp-progress",
+            DdpCheck::Reference => "ddp-reference",
+        }
+    }
+}
+
+/// One DDP check over a history.
+#[derive(Debug, Clone)]
+pub struct DdpChecker {
+    check: DdpCheck,
+    options: DdpOptions,
+}
+
+impl DdpChecker {
+    /// A checker for one property.
+    pub fn new(check: DdpCheck, options: DdpOptions) -> DdpChecker {
+        DdpChecker { check, options }
+    }
+}
+
+/// All four DDP checkers with the same options.
+pub fn ddp_checkers(options: &DdpOptions) -> Vec<Box<dyn Checker>> {
+    [
+        DdpCheck::Replicas,
+        DdpCheck::Data,
+        DdpCheck::Progress,
+        DdpCheck::Reference,
+    ]
+    .into_iter()
+    .map(|c| Box::new(DdpChecker::new(c, options.clone())) as Box<dyn Checker>)
+    .collect()
+}
+
+/// A step record as a rank reports it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct StepRecord {
+    /// Rank (0-based).
+    pub rank: u64,
+    /// Step (from 1).
+    pub step: u64,
+    /// Epoch (from 0).
+    pub epoch: u64,
+    /// Parameter digest after the step.
+    pub digest: String,
+    /// The rank's loss at that step.
+    #[serde(default)]
+    pub loss: Option<f64>,
+    /// Sample ids the rank consumed.
+    #[serde(default)]
+    pub samples: Vec<u64>,
+    /// Group generation that ran it.
+    #[serde(default)]
+    pub gen: Option<u64>,
+}
+
+/// A record with where it sits in the history.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) record: StepRecord,
+    /// The completion op's `index`.
+    pub(crate) index: u64,
+    /// The completion's time (ns).
+    pub(crate) time: u64,
+    pub(crate) process: u64,
+    pub(crate) value: Value,
+}
+
+impl Seen {
+    /// The op as evidence.
+    pub(crate) fn evidence(&self) -> Value {
+        json!({"index": self.index, "process": self.process, "type": "ok", "f": "step", "value": self.value})
+    }
+}
+
+/// Every ok step record in history order, or the first malformed one.
+pub(crate) fn records(history: &History) -> Result<Vec<Seen>, String> {
+    let mut out = Vec::new();
+    for p in history.pairs() {
+        if p.outcome != Outcome::Ok || p.f != "step" {
+            continue;
+        }
+        let pos = p.complete_pos.unwrap_or(p.invoke_pos);
+        let index = history.op_index(pos);
+        let record: StepRecord = serde_json::from_value(p.value.clone()).map_err(|e| {
+            format!("op {index}: a step record needs rank, step, epoch and digest: {e}")
+        })?;
+        out.push(Seen {
+            record,
+            index,
+            time: p.complete_time.unwrap_or(p.invoke_time),
+            process: p.process,
+            value: p.value.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Anomalies found by one check: name -> (count, evidence cases, evidence ops).
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub(crate) by_type: BTreeMap<&'static str, (usize, Vec<Value>, Vec<Value>)>,
+}
+
+impl Found {
+    pub(crate) fn add(&mut self, anomaly: &'static str, case: Value, ops: Vec<Value>) {
+        let e = self.by_type.entry(anomaly).or_default();
+        e.0 += 1;
+        if e.1.len() < MAX_CASES {
+            e.1.push(case);
+            e.2.extend(ops);
+        }
+    }
+
+    /// The verdict: invalid with evidence if anything was found.
+    pub(crate) fn result(self, name: &str, headline: String, mut details: Value) -> CheckResult {
+        if self.by_type.is_empty() {
+            let mut r = CheckResult::new(name, Validity::Valid, headline);
+            r.details = details;
+            return r;
+        }
+        let mut r = CheckResult::new(name, Validity::Invalid, headline);
+        let mut cases = serde_json::Map::new();
+        for (anomaly, (count, case, ops)) in self.by_type {
+            r.anomaly_types.push(anomaly.to_string());
+            cases.insert(anomaly.to_string(), json!({"count": count, "cases": case}));
+            r.evidence.extend(ops);
+        }
+        if let Value::Object(m) = &mut details {
+            m.insert("anomalies".into(), Value::Object(cases));
+        }
+        r.details = details;
+        r
+    }
+}
+
+impl Checker for DdpChecker {
+    fn name(&self) -> String {
+        self.check.name().into()
+    }
+
+    fn check(&self, history: &History) -> CheckResult {
+        let seen = match records(history) {
+            Ok(s) => s,
+            Err(e) => {
+                return CheckResult::new(
+                    self.name(),
+                    Validity::Unknown,
+                    format!("malformed step record: {e}"),
+                )
+            }
+        };
+        match self.check {
+            DdpCheck::Replicas => checks::replicas(&seen),
+            DdpCheck::Data => checks::data(&seen, self.options.dataset_size),
+            DdpCheck::Progress => checks::progress(&seen, history),
+            DdpCheck::Reference => checks::reference(&seen, self.options.reference.as_ref()),
+        }
+    }
+}
