@@ -12,7 +12,7 @@ use splitbrain_checkers::linearizability::models::{
     RegisterModel, SetModel,
 };
 use splitbrain_checkers::linearizability::{
-    check_model, Completion, FailedCas, LinearizabilityOptions, Model,
+    check_model, Completion, FailedCas, InitFromJson, LinearizabilityOptions, Model, WithInit,
 };
 use splitbrain_checkers::Validity;
 use std::collections::{BTreeMap, HashSet};
@@ -309,7 +309,7 @@ fn corrupt(f: &str, v: &Value, roll: u8) -> Value {
 /// Builds a history from specs: a random interleaving (from `seed`) of invokes and
 /// completions; each op takes effect on a simulated object at its completion (or, for
 /// info/pending, maybe never), then a roll may corrupt its result.
-fn build(specs: &[Spec], seed: u64, exec: Exec, keyed: bool) -> History {
+fn build(specs: &[Spec], seed: u64, exec: Exec, keyed: bool, init: &Value) -> History {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut queues: BTreeMap<u8, Vec<&Spec>> = BTreeMap::new();
     for s in specs {
@@ -356,7 +356,7 @@ fn build(specs: &[Spec], seed: u64, exec: Exec, keyed: bool) -> History {
             let Some(s) = open.remove(&p) else { break };
             let state = sim
                 .entry(if keyed { s.1 % 2 } else { 0 })
-                .or_insert(Value::Null);
+                .or_insert_with(|| init.clone());
             let before = state.clone();
             let (f, inv, mut out) = exec(s, state);
             // Outcome roll: 0-6 ok, 7 fail, 8 info, 9 pending.
@@ -399,7 +399,21 @@ fn spec() -> impl Strategy<Value = Spec> {
 
 /// Runs `cases` random histories through the checker (split and unsplit) and the oracle.
 fn compare<M: Model>(name: &str, model: M, exec: Exec, keyed: bool, cases: u32) {
-    compare_sized(name, model, exec, keyed, cases, 8)
+    compare_sized(name, model, exec, keyed, cases, 8, &Value::Null)
+}
+
+/// [`compare`] with the model started at `init` (JSON): histories are simulated from it.
+fn compare_init<M: InitFromJson>(
+    name: &str,
+    model: M,
+    exec: Exec,
+    keyed: bool,
+    cases: u32,
+    init: Value,
+) {
+    let state = model.state_from_json(&init).expect("a valid initial state");
+    let model = WithInit { model, init: state };
+    compare_sized(name, model, exec, keyed, cases, 8, &init)
 }
 
 /// [`compare`] with histories of up to `max_ops` ops.
@@ -410,6 +424,7 @@ fn compare_sized<M: Model>(
     keyed: bool,
     cases: u32,
     max_ops: usize,
+    init: &Value,
 ) {
     // A fixed seed, so every run checks the same cases (and a failure reproduces).
     let config = Config {
@@ -425,7 +440,7 @@ fn compare_sized<M: Model>(
     let factored = std::cell::Cell::new((0u32, 0u32));
     let strategy = (proptest::collection::vec(spec(), 1..=max_ops), any::<u64>());
     let result = runner.run(&strategy, |(specs, seed)| {
-        let h = build(&specs, seed, exec, keyed);
+        let h = build(&specs, seed, exec, keyed, init);
         let (several, spans) = shape(&h);
         if several {
             let (f, s) = factored.get();
@@ -580,5 +595,68 @@ fn multi_register_three_keys_matches_oracle() {
         false,
         cases(),
         10,
+        &Value::Null,
+    );
+}
+
+/// Every model started elsewhere than its own initial state (`--init`), against the
+/// oracle started there too.
+#[test]
+fn models_started_at_a_given_state_match_oracle() {
+    let n = cases() / 4;
+    let reg = |cas| RegisterModel {
+        cas,
+        failed_cas: FailedCas::Jepsen,
+    };
+    compare_init(
+        "register from 2",
+        reg(false),
+        exec_register,
+        true,
+        n,
+        json!(2),
+    );
+    compare_init(
+        "cas-register from 1",
+        reg(true),
+        exec_cas,
+        true,
+        n,
+        json!(1),
+    );
+    compare_init("kv from \"b\"", KvModel, exec_kv, true, n, json!("b"));
+    compare_init(
+        "list-append from [9]",
+        ListAppendModel,
+        exec_list,
+        true,
+        n,
+        json!([9]),
+    );
+    compare_init("set from [3]", SetModel, exec_set, false, n, json!([3]));
+    compare_init(
+        "queue from [7]",
+        QueueModel,
+        exec_queue,
+        false,
+        n,
+        json!([7]),
+    );
+    compare_init(
+        "counter from 100",
+        CounterModel,
+        exec_counter,
+        true,
+        n,
+        json!(100),
+    );
+    compare_init("mutex held", MutexModel, exec_mutex, false, n, json!(true));
+    compare_init(
+        "multi-register from {0:1,1:2}",
+        MultiRegisterModel,
+        exec_multi,
+        false,
+        n,
+        json!({"0": 1, "1": 2}),
     );
 }

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context};
 use splitbrain_checkers::bank::{BankChecker, BankOptions};
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
+use splitbrain_checkers::jepsen::counter::CounterChecker;
 use splitbrain_checkers::linearizability::{
     FailedCas, LinearizabilityChecker, LinearizabilityOptions,
 };
@@ -21,6 +22,8 @@ pub struct CheckOptions {
     pub consistency_model: Option<String>,
     /// Treat a failed cas as an observation (`--failed-cas observed`).
     pub failed_cas_observed: bool,
+    /// Initial state of the linearizability model (`--init`), and the counter's start.
+    pub init: Option<serde_json::Value>,
     /// Check keyed histories as one object (`--no-split`).
     pub no_split: bool,
     /// Time bound of the check.
@@ -45,7 +48,11 @@ impl CheckOptions {
             failed_cas: FailedCas::observed_if(self.failed_cas_observed),
             bounds: self.bounds(),
         };
-        Ok(Box::new(LinearizabilityChecker::new(model, opts)?))
+        let checker = LinearizabilityChecker::new(model, opts)?;
+        Ok(Box::new(match &self.init {
+            Some(init) => checker.with_init(init.clone())?,
+            None => checker,
+        }))
     }
 
     /// An Elle checker for a transactional workload.
@@ -65,6 +72,15 @@ impl CheckOptions {
     pub fn named_checker(&self, name: &str) -> anyhow::Result<Box<dyn Checker>> {
         if name == "bank" {
             return Ok(Box::new(BankChecker::new(BankOptions::default())));
+        }
+        if name == "counter" {
+            let initial = match &self.init {
+                None => 0,
+                Some(v) => v.as_i64().with_context(|| {
+                    format!("--init for the counter must be an integer, got {v}")
+                })?,
+            };
+            return Ok(Box::new(CounterChecker { initial }));
         }
         match splitbrain_checkers::jepsen::by_name(name) {
             Some(c) => Ok(c),
@@ -148,6 +164,8 @@ pub struct StoredRun {
     pub workload: Option<String>,
     /// The consistency model the run required.
     pub consistency_model: Option<String>,
+    /// The initial state the run's model started at (`--init`).
+    pub init: Option<serde_json::Value>,
 }
 
 /// Locates a `check` PATH's history: PATH itself, or `history.jsonl` in a run directory
@@ -158,6 +176,7 @@ pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
             history: path.to_path_buf(),
             workload: None,
             consistency_model: None,
+            init: None,
         });
     }
     let history = path.join("history.jsonl");
@@ -175,6 +194,7 @@ pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
         history,
         workload: field("workload"),
         consistency_model: field("consistency_model"),
+        init: Some(test["init"].clone()).filter(|v| !v.is_null()),
     })
 }
 

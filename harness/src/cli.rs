@@ -69,6 +69,10 @@ struct CheckFlags {
     /// `jepsen` (a failed cas did nothing) or `observed` (it saw a different value).
     #[arg(long, default_value = "jepsen", value_parser = ["jepsen", "observed"])]
     failed_cas: String,
+    /// Initial state of the linearizability model, as JSON (a register at `0`, a counter
+    /// at `100`, a multi-register at `{"x":0,"y":0}`); also the `counter` checker's start.
+    #[arg(long, value_parser = parse_json)]
+    init: Option<serde_json::Value>,
     /// Check a keyed history as one object instead of key by key.
     #[arg(long)]
     no_split: bool,
@@ -80,12 +84,18 @@ struct CheckFlags {
     max_memory: Option<u64>,
 }
 
+/// Parses a `--init` argument.
+fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
 impl CheckFlags {
     fn options(&self) -> CheckOptions {
         CheckOptions {
             model: self.model.clone(),
             consistency_model: self.consistency_model.clone(),
             failed_cas_observed: self.failed_cas == "observed",
+            init: self.init.clone(),
             no_split: self.no_split,
             time_limit: self.check_time_limit.map(Duration::from_secs_f64),
             max_memory: self.max_memory.map(|m| m * 1024 * 1024),
@@ -307,6 +317,7 @@ fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
         shards: a.shards,
         read_mode: a.read_mode.clone(),
         consistency_model: a.check.consistency_model.clone(),
+        init: a.check.init.clone(),
         hedge_delay_ms: a.hedge_delay_ms,
         active_keys: a.active_keys,
         ops_per_key: a.ops_per_key,
@@ -351,6 +362,9 @@ fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
     if check.consistency_model.is_none() {
         check.consistency_model = stored.consistency_model;
     }
+    if check.init.is_none() {
+        check.init = stored.init;
+    }
     let workload = a.workload.clone().or(stored.workload);
     let (name, checkers) = match (&workload, &check.model) {
         _ if !a.checkers.is_empty() => (
@@ -374,7 +388,9 @@ fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
         (None, None) => {
             let inferred = infer_workload(&history);
             let checkers = match inferred.strip_prefix("model:") {
-                Some(m) => vec![check.linearizability(m)?],
+                Some(m) => vec![check
+                    .linearizability(m)
+                    .map_err(|e| usage(format!("{e:#}")))?],
                 None => check.for_workload(inferred)?,
             };
             (inferred.to_string(), checkers)

@@ -45,6 +45,10 @@ pub struct TestSpec {
     /// `splitbrain check` on the run directory uses it unless told otherwise.
     #[serde(default)]
     pub consistency_model: Option<String>,
+    /// Initial state of the linearizability model (`--init`, JSON); `splitbrain check`
+    /// on the run directory uses it unless told otherwise. Absent in older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<serde_json::Value>,
     /// Delay before the second request of a hedged read.
     pub hedge_delay_ms: u64,
     /// Keys in use at once.

@@ -213,12 +213,57 @@ fn check_runs_jepsen_checkers_by_name_with_design_exit_codes() {
     .unwrap();
     let (code, text) = run(&["--checker", "counter"], &counter);
     assert_eq!(code, Some(1), "{text}");
+    // Started at 1 (--init), the read of 2 is the one add.
+    let (code, text) = run(&["--checker", "counter", "--init", "1"], &counter);
+    assert_eq!(code, Some(0), "{text}");
     let (code, text) = run(&["--checker", "no-such"], &counter);
     assert_eq!(code, Some(2), "{text}");
     assert!(
         text.contains("known checkers") && text.contains("long-fork"),
         "{text}"
     );
+}
+
+#[test]
+fn init_sets_the_models_initial_state_from_the_flag_or_test_json() {
+    let dir = tempfile::tempdir().unwrap();
+    // Knossos-style: a register read as 0 before anything was written.
+    let history = "{\"process\":0,\"type\":\"invoke\",\"f\":\"read\",\"value\":null}\n\
+                   {\"process\":0,\"type\":\"ok\",\"f\":\"read\",\"value\":0}\n\
+                   {\"process\":1,\"type\":\"invoke\",\"f\":\"write\",\"value\":3}\n\
+                   {\"process\":1,\"type\":\"ok\",\"f\":\"write\",\"value\":3}\n";
+    let path = dir.path().join("h.jsonl");
+    std::fs::write(&path, history).unwrap();
+    let code = |args: &[&str], p: &Path| {
+        splitbrain()
+            .arg("check")
+            .args(args)
+            .arg(p)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(code(&["--model", "register"], &path), Some(1));
+    assert_eq!(
+        code(&["--model", "register", "--init", "0"], &path),
+        Some(0)
+    );
+    assert_eq!(code(&["--init", "0"], &path), Some(0), "inferred model");
+    assert_eq!(
+        code(&["--model", "counter", "--init", "\"x\""], &path),
+        Some(2)
+    );
+    assert_eq!(code(&["--init", "{not json"], &path), Some(2));
+    // A run directory whose test.json recorded the initial state is re-checked from it;
+    // one without the field (older runs) from the model's own.
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("history.jsonl"), history).unwrap();
+    std::fs::write(run.join("test.json"), r#"{"workload":"register","init":0}"#).unwrap();
+    assert_eq!(code(&[], &run), Some(0));
+    std::fs::write(run.join("test.json"), r#"{"workload":"register"}"#).unwrap();
+    assert_eq!(code(&[], &run), Some(1));
 }
 
 #[test]

@@ -87,6 +87,7 @@ mod explain;
 mod factor;
 mod fxhash;
 mod generate;
+mod init;
 mod model;
 pub mod models;
 mod multireg;
@@ -99,15 +100,17 @@ mod search;
 mod tables;
 
 pub use generate::generate_keyed_cas_history;
+pub use init::{InitFromJson, WithInit};
 pub use model::{run_sequential, Completion, Model, Val};
 pub use run::check_model;
 
 use crate::history::History;
-use crate::verdict::{CheckBounds, CheckResult, Checker};
+use crate::verdict::{CheckBounds, CheckResult, Checker, Validity};
 use models::{
     CounterModel, KvModel, ListAppendModel, MultiRegisterModel, MutexModel, QueueModel,
     RegisterModel, SetModel,
 };
+use serde_json::Value;
 
 /// What a `fail` completion of a `cas` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -216,6 +219,18 @@ enum ModelKind {
 pub struct LinearizabilityChecker {
     model: ModelKind,
     options: LinearizabilityOptions,
+    /// The model's initial state as JSON, when not its own (validated).
+    init: Option<Value>,
+}
+
+/// The initial state given for a model is not one of its states.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad initial state for the {model} model: {reason}")]
+pub struct BadInit {
+    /// The model.
+    pub model: String,
+    /// Why the JSON is not one of its states.
+    pub reason: String,
 }
 
 impl LinearizabilityChecker {
@@ -236,9 +251,99 @@ impl LinearizabilityChecker {
         Ok(LinearizabilityChecker {
             model: kind,
             options,
+            init: None,
         })
     }
+
+    /// Starts the model at `init` (JSON, as the model's `state_json` shows it: a register
+    /// at `0`, a counter at `100`, a multi-register at `{"x": 0, "y": 0}`, a list at
+    /// `[1, 2]`) instead of its own initial state. For per-key models every key starts
+    /// there.
+    pub fn with_init(mut self, init: Value) -> Result<Self, BadInit> {
+        let probe = self.dispatch(Some(&init), &History::default(), Probe::Parse);
+        if let Err(reason) = probe {
+            return Err(BadInit {
+                model: self.model_name().to_string(),
+                reason,
+            });
+        }
+        self.init = Some(init);
+        Ok(self)
+    }
+
+    fn model_name(&self) -> &'static str {
+        MODELS
+            .iter()
+            .zip(ALL_KINDS)
+            .find(|(_, k)| *k == self.model)
+            .map_or("", |((n, _), _)| n)
+    }
+
+    /// Runs `what` on the model, started at `init` when given.
+    fn dispatch(
+        &self,
+        init: Option<&Value>,
+        history: &History,
+        what: Probe,
+    ) -> Result<Option<CheckResult>, String> {
+        let o = &self.options;
+        let register = |cas| RegisterModel {
+            cas,
+            failed_cas: o.failed_cas,
+        };
+        match self.model {
+            ModelKind::Register => run_with(register(false), init, history, o, what),
+            ModelKind::CasRegister => run_with(register(true), init, history, o, what),
+            ModelKind::Kv => run_with(KvModel, init, history, o, what),
+            ModelKind::ListAppend => run_with(ListAppendModel, init, history, o, what),
+            ModelKind::MultiRegister => run_with(MultiRegisterModel, init, history, o, what),
+            ModelKind::Set => run_with(SetModel, init, history, o, what),
+            ModelKind::Queue => run_with(QueueModel, init, history, o, what),
+            ModelKind::Counter => run_with(CounterModel, init, history, o, what),
+            ModelKind::Mutex => run_with(MutexModel, init, history, o, what),
+        }
+    }
 }
+
+/// What [`LinearizabilityChecker::dispatch`] does with the model.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Only parse the initial state.
+    Parse,
+    /// Check the history.
+    Check,
+}
+
+/// [`check_model`] on `model`, started at `init` when given.
+fn run_with<M: InitFromJson>(
+    model: M,
+    init: Option<&Value>,
+    history: &History,
+    options: &LinearizabilityOptions,
+    what: Probe,
+) -> Result<Option<CheckResult>, String> {
+    let init = init.map(|v| model.state_from_json(v)).transpose()?;
+    Ok(match (what, init) {
+        (Probe::Parse, _) => None,
+        (Probe::Check, None) => Some(check_model(&model, history, options)),
+        (Probe::Check, Some(init)) => {
+            Some(check_model(&WithInit { model, init }, history, options))
+        }
+    })
+}
+
+/// The model kinds in [`MODELS`]' order.
+const ALL_KINDS: [ModelKind; 9] = [
+    ModelKind::Register,
+    ModelKind::CasRegister,
+    ModelKind::Kv,
+    ModelKind::ListAppend,
+    ModelKind::MultiRegister,
+    ModelKind::Set,
+    ModelKind::Queue,
+    ModelKind::Counter,
+    ModelKind::Mutex,
+];
 
 impl Checker for LinearizabilityChecker {
     fn name(&self) -> String {
@@ -246,31 +351,11 @@ impl Checker for LinearizabilityChecker {
     }
 
     fn check(&self, history: &History) -> CheckResult {
-        let o = &self.options;
-        match self.model {
-            ModelKind::Register => check_model(
-                &RegisterModel {
-                    cas: false,
-                    failed_cas: o.failed_cas,
-                },
-                history,
-                o,
-            ),
-            ModelKind::CasRegister => check_model(
-                &RegisterModel {
-                    cas: true,
-                    failed_cas: o.failed_cas,
-                },
-                history,
-                o,
-            ),
-            ModelKind::Kv => check_model(&KvModel, history, o),
-            ModelKind::ListAppend => check_model(&ListAppendModel, history, o),
-            ModelKind::MultiRegister => check_model(&MultiRegisterModel, history, o),
-            ModelKind::Set => check_model(&SetModel, history, o),
-            ModelKind::Queue => check_model(&QueueModel, history, o),
-            ModelKind::Counter => check_model(&CounterModel, history, o),
-            ModelKind::Mutex => check_model(&MutexModel, history, o),
+        // The initial state was validated by `with_init`, so this cannot fail.
+        match self.dispatch(self.init.as_ref(), history, Probe::Check) {
+            Ok(Some(r)) => r,
+            Ok(None) => CheckResult::new("linearizable", Validity::Unknown, "nothing was checked"),
+            Err(reason) => CheckResult::new("linearizable", Validity::Unknown, reason),
         }
     }
 }
