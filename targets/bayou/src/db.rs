@@ -171,6 +171,15 @@ impl Object {
     }
 }
 
+/// The elements a set READ value shows (committed, then tentative).
+pub fn set_elements(value: &Value) -> Vec<i64> {
+    ["committed", "tentative"]
+        .iter()
+        .flat_map(|part| value[*part].as_array().into_iter().flatten())
+        .filter_map(Value::as_i64)
+        .collect()
+}
+
 /// The whole database.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Db {

@@ -5,6 +5,7 @@
 //! fails, through the [`Group`] guard's `Drop`. Every wait has a deadline.
 
 use serde_json::{json, Value};
+use splitbrain_bayou::db::set_elements as elements;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -274,14 +275,6 @@ fn writes_anywhere_converge_and_survive_kill_9() {
         assert!(held.contains(e), "{e} lost: {values:?}");
     }
     assert_eq!(values[0]["tentative"], json!([]));
-}
-
-fn elements(value: &Value) -> Vec<i64> {
-    ["committed", "tentative"]
-        .iter()
-        .flat_map(|p| value[*p].as_array().cloned().unwrap_or_default())
-        .filter_map(|v| v.as_i64())
-        .collect()
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Unit tests of the replica core, driven by hand through a tiny synchronous network.
 
 use super::*;
+use crate::db::set_elements as elements;
 use crate::types::Message;
 
 /// Replicas whose messages are delivered at once, unless an end is cut off; each has a
@@ -271,14 +272,6 @@ fn sessions_wait_for_anti_entropy_then_fail_session_behind() {
     assert!(
         matches!(net.replies.get(&req), Some(Reply::Read { value, .. }) if elements(value).is_empty())
     );
-}
-
-fn elements(value: &Value) -> Vec<i64> {
-    ["committed", "tentative"]
-        .iter()
-        .flat_map(|p| value[*p].as_array().cloned().unwrap_or_default())
-        .filter_map(|v| v.as_i64())
-        .collect()
 }
 
 #[test]

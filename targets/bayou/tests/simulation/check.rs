@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use splitbrain_bayou::core::Core;
+use splitbrain_bayou::db::set_elements;
 use splitbrain_bayou::types::{Op, ReplicaId, Wid};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -64,11 +65,7 @@ pub struct Observer {
 }
 
 fn elements(value: &Value) -> BTreeSet<i64> {
-    ["committed", "tentative"]
-        .iter()
-        .flat_map(|part| value[*part].as_array().cloned().unwrap_or_default())
-        .filter_map(|v| v.as_i64())
-        .collect()
+    set_elements(value).into_iter().collect()
 }
 
 impl Observer {
