@@ -35,6 +35,7 @@ const EXPECTED_READ: &str = "expected {\"key\":K,\"session\":{\"read\":VV,\"writ
 
 #[derive(Deserialize)]
 struct WriteBody {
+    #[serde(deserialize_with = "key_text")]
     key: String,
     op: Op,
     #[serde(default)]
@@ -43,11 +44,24 @@ struct WriteBody {
 
 #[derive(Deserialize)]
 struct ReadBody {
+    #[serde(deserialize_with = "key_text")]
     key: String,
     #[serde(default)]
     session: Option<Session>,
     #[serde(default, rename = "type")]
     kind: Option<String>,
+}
+
+/// A key is a JSON string; an integer key is taken as its decimal text, so a client that
+/// sends `7` and one that sends `"7"` name the same key.
+fn key_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(s) => Ok(s),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
+        other => Err(serde::de::Error::custom(format!(
+            "key must be a string, got {other}"
+        ))),
+    }
 }
 
 impl Api {
@@ -176,7 +190,9 @@ mod tests {
         assert!(parse_write(br#"{"key":"k","op":{"type":"cas"}}"#).is_err());
         let err = parse_read(b"nope").unwrap_err();
         assert!(err.contains("expected"), "{err}");
-        let r = parse_read(br#"{"key":"k","type":"counter"}"#).unwrap();
+        let r = parse_read(br#"{"key":7,"type":"counter","session":{"read":null}}"#).unwrap();
+        assert!(matches!(&r, Request::Read { key, .. } if key == "7"));
+        assert!(parse_read(br#"{"key":[1]}"#).is_err());
         assert!(matches!(
             r,
             Request::Read {

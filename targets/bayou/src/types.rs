@@ -102,11 +102,16 @@ pub fn vv_raise(vv: &mut Vv, r: ReplicaId, stamp: u64) {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     /// Everything the session's reads have seen.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub read: Vv,
     /// Everything the session has written.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub write: Vv,
+}
+
+/// An absent vector may also be sent as `null`.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vv, D::Error> {
+    Ok(Option::<Vv>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A commit sequence number: position in the final (committed) order, from 1.
