@@ -35,7 +35,7 @@ const EXPECTED_READ: &str = "expected {\"key\":K,\"session\":{\"read\":VV,\"writ
 
 #[derive(Deserialize)]
 struct WriteBody {
-    #[serde(deserialize_with = "key_text")]
+    #[serde(default, deserialize_with = "key_text")]
     key: String,
     op: Op,
     #[serde(default)]
@@ -44,7 +44,7 @@ struct WriteBody {
 
 #[derive(Deserialize)]
 struct ReadBody {
-    #[serde(deserialize_with = "key_text")]
+    #[serde(default, deserialize_with = "key_text")]
     key: String,
     #[serde(default)]
     session: Option<Session>,
@@ -53,10 +53,12 @@ struct ReadBody {
 }
 
 /// A key is a JSON string; an integer key is taken as its decimal text, so a client that
-/// sends `7` and one that sends `"7"` name the same key.
+/// sends `7` and one that sends `"7"` name the same key; an absent or null key is `""`, the
+/// one object of a workload without keys.
 fn key_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     match Value::deserialize(d)? {
         Value::String(s) => Ok(s),
+        Value::Null => Ok(String::new()),
         Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
         other => Err(serde::de::Error::custom(format!(
             "key must be a string, got {other}"
@@ -191,14 +193,10 @@ mod tests {
         let err = parse_read(b"nope").unwrap_err();
         assert!(err.contains("expected"), "{err}");
         let r = parse_read(br#"{"key":7,"type":"counter","session":{"read":null}}"#).unwrap();
-        assert!(matches!(&r, Request::Read { key, .. } if key == "7"));
+        assert!(matches!(&r, Request::Read { key, kind: Some(Kind::Counter), .. } if key == "7"));
         assert!(parse_read(br#"{"key":[1]}"#).is_err());
-        assert!(matches!(
-            r,
-            Request::Read {
-                kind: Some(Kind::Counter),
-                ..
-            }
-        ));
+        let r = parse_read(br#"{"key":null}"#).unwrap();
+        assert!(matches!(&r, Request::Read { key, kind: None, .. } if key.is_empty()));
+        assert!(parse_write(br#"{"op":{"type":"add","element":1}}"#).is_ok());
     }
 }
