@@ -486,3 +486,39 @@ fn garbage_reads_are_forbidden_by_every_model() {
     let r = check(ElleWorkload::RwRegister, "strict-serializable", &valid);
     assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
 }
+
+/// One strongly connected component holding cycles of several classes: each class is
+/// named, as Elle names them, not only the most severe.
+#[test]
+fn every_cycle_class_in_one_component_is_named() {
+    // Serial in real time: T1, T0, T3, T4, T5. x's order is 0 (T4), 1 (T0), 2 (T1):
+    // T0 -ww-> T1 -rt-> T0 is a G0-realtime; T4 -wr-> T3 -rt-> T4 a G1c-realtime; and
+    // T4 -ww-> T0 -rt-> T3 joins them into one component.
+    let mut h = H::default();
+    h.txn(1, json!([["append", "x", 2]]))
+        .txn(0, json!([["append", "x", 1]]))
+        .txn(3, json!([["r", "y", [5]]]))
+        .txn(4, json!([["append", "y", 5], ["append", "x", 0]]))
+        .txn(5, json!([["r", "x", [0, 1, 2]]]));
+    let r = la(&h);
+    assert_has(&r, "G0-realtime");
+    assert_has(&r, "G1c-realtime");
+    let g1c = &r.details["anomalies"]["G1c-realtime"]["instances"][0]["explanation"];
+    assert!(
+        g1c.as_str()
+            .is_some_and(|t| t.contains("T5") && t.contains("T7")),
+        "{g1c}"
+    );
+
+    // Concurrent (no real-time order): T1 and T2 read each other's appends (G1c), and T3
+    // read x before T1's append but y after T2's: one rw edge, a G-single-item.
+    let mut h = H::default();
+    h.concurrent(&[
+        (1, json!([["append", "x", 1], ["r", "y", [1]]])),
+        (2, json!([["append", "y", 1], ["r", "x", [1]]])),
+        (3, json!([["r", "x", []], ["r", "y", [1]]])),
+    ]);
+    let r = check(ElleWorkload::ListAppend, "serializable", &h);
+    assert_has(&r, "G1c");
+    assert_has(&r, "G-single-item");
+}

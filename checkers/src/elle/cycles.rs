@@ -1,5 +1,6 @@
 //! Cycle search: for each strongly connected component of the dependency graph, the
-//! shortest cycle of each Elle anomaly class, most severe first, within a time budget.
+//! shortest cycle of every Elle anomaly class it holds, most severe first, within a time
+//! budget.
 
 use super::found::{Case, Found, Namer};
 use super::graph::{kind_name, nontrivial_sccs, EdgeList, Graph, PROCESS, REALTIME, RW, WR, WW};
@@ -367,11 +368,14 @@ pub(crate) fn find_cycles(
         if let Some(d) = overall_deadline {
             deadline = deadline.min(d);
         }
-        let mut redundant: HashSet<String> = HashSet::new();
+        // Every class is searched, as Elle does: a component may hold a G0-realtime and a
+        // G1c-realtime, and both are named. A class already found (a shorter search for
+        // another class can return a cycle of this one) is not searched again.
+        let mut found_here: HashSet<String> = HashSet::new();
         let mut searched: Vec<String> = Vec::new();
         let mut timed_out = false;
         for spec in &all_specs {
-            if redundant.contains(&spec.name) || (spec.variant != 0 && present & spec.variant == 0)
+            if found_here.contains(&spec.name) || (spec.variant != 0 && present & spec.variant == 0)
             {
                 continue;
             }
@@ -395,7 +399,7 @@ pub(crate) fn find_cycles(
                     let ty = classify(&cycle);
                     let case = explain_cycle(&cycle, &l, namer, explain, &ty);
                     found.add(&ty, || case);
-                    redundant.extend(model::all_implied_anomalies([spec.name.as_str()]));
+                    found_here.insert(ty);
                 }
                 Search::None => {}
                 Search::Timeout => {
