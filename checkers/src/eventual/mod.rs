@@ -1,1 +1,183 @@
-//! Eventual-consistency checkers (work in progress).
+//! Eventual-consistency checkers: convergence, set-full, committed-prefix stability,
+//! session guarantees and the booking schedule.
+//!
+//! They read the generic history shapes of `notes/bayou-contract.md` ("History shapes"),
+//! so any eventually consistent store's history can be judged, not only Bayou's:
+//! - updates: `add` (set element, or counter delta; `incr` is accepted for counters) and
+//!   `book` (`{"id": ID, "alternatives": [[room, slot], ...]}`), each on an optional `key`;
+//! - ok reads (`f` = `read`): a plain list of set elements (Jepsen's shape, no order), an
+//!   object `{"committed": [...], "tentative": [...]}` (plus `"schedule": [[id, room,
+//!   slot], ...]` for bookings), or an integer for counters;
+//! - `node`: the replica that served the op; `process`: the client session.
+//!
+//! **Final reads** are the ok reads invoked after the *quiescence point*: the latest of the
+//! last nemesis op, the last completion of any update, and the invoke of any update that
+//! never completed. Ops are named in results by their history index.
+//!
+//! ```
+//! use splitbrain_checkers::eventual::{ConvergenceChecker, EventualDataType, SetFullChecker};
+//! use splitbrain_checkers::Checker;
+//! assert_eq!(ConvergenceChecker::new(EventualDataType::Set).name(), "convergence");
+//! assert_eq!(SetFullChecker.name(), "set-full");
+//! ```
+
+pub mod bench;
+mod booking;
+mod convergence;
+mod prefix;
+mod scan;
+mod session;
+mod set_full;
+mod view;
+
+pub use booking::BookingChecker;
+pub use convergence::ConvergenceChecker;
+pub use prefix::CommittedPrefixChecker;
+pub use session::SessionGuaranteesChecker;
+pub use set_full::{
+    ElementOutcome, ElementReport, SetFullAnalysis, SetFullChecker, UnexpectedElement,
+};
+
+use crate::history::History;
+use crate::verdict::{CheckResult, Validity};
+use serde_json::{json, Value};
+
+/// The kind of replicated object a history's keys hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventualDataType {
+    /// A grow-only set of integer elements (`add`, reads of the elements).
+    Set,
+    /// A counter (`add`/`incr` of deltas >= 0, reads of the integer value).
+    Counter,
+    /// A meeting-room schedule (`book` reservations, reads of ids and the schedule).
+    Booking,
+}
+
+impl EventualDataType {
+    /// `set`, `counter` or `booking`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventualDataType::Set => "set",
+            EventualDataType::Counter => "counter",
+            EventualDataType::Booking => "booking",
+        }
+    }
+
+    /// Parses a name given by [`EventualDataType::name`].
+    pub fn parse(s: &str) -> Option<EventualDataType> {
+        match s {
+            "set" => Some(EventualDataType::Set),
+            "counter" => Some(EventualDataType::Counter),
+            "booking" => Some(EventualDataType::Booking),
+            _ => None,
+        }
+    }
+}
+
+/// How many cases of each violation are kept as evidence (all are counted).
+const MAX_CASES: usize = 5;
+
+/// The index by which results name the op at `pos`: the history's own.
+fn op_index(history: &History, pos: usize) -> u64 {
+    history.op_index(pos)
+}
+
+/// The op at `pos` as history JSON (with the history's own index), for evidence.
+fn op_json(history: &History, pos: usize) -> Value {
+    let Some(op) = history.op(pos) else {
+        return Value::Null;
+    };
+    let mut op = op.into_owned();
+    op.index = history.op_index(pos);
+    serde_json::to_value(op).unwrap_or(Value::Null)
+}
+
+/// Evidence ops at the given positions, each once, in history order.
+fn ops_json(history: &History, positions: &[usize]) -> Vec<Value> {
+    let mut ps = positions.to_vec();
+    ps.sort_unstable();
+    ps.dedup();
+    ps.into_iter().map(|p| op_json(history, p)).collect()
+}
+
+/// What a checker found, turned into its result.
+struct Verdict {
+    /// The checker's name.
+    checker: String,
+    /// Violations: (explanation, evidence positions, anomaly types). `None` if none.
+    invalid: Option<(String, Vec<usize>, Vec<String>)>,
+    /// Why nothing could be decided, when no violation was found.
+    unknown: Option<String>,
+    /// The explanation of a valid verdict.
+    valid: String,
+    /// Checker-specific details.
+    details: Value,
+}
+
+impl Verdict {
+    /// Invalid beats unknown beats valid; invalid results carry the evidence ops.
+    fn into_result(self, history: &History) -> CheckResult {
+        let (valid, explanation, evidence, anomalies) = match (self.invalid, self.unknown) {
+            (Some((text, positions, kinds)), _) => (
+                Validity::Invalid,
+                text,
+                ops_json(history, &positions),
+                kinds,
+            ),
+            (None, Some(reason)) => (Validity::Unknown, reason, Vec::new(), Vec::new()),
+            (None, None) => (Validity::Valid, self.valid, Vec::new(), Vec::new()),
+        };
+        let mut r = CheckResult::new(self.checker, valid, explanation);
+        r.evidence = evidence;
+        r.anomaly_types = anomalies;
+        r.details = self.details;
+        r
+    }
+}
+
+/// Why a check is unknown when some ops could not be read, if any could not.
+fn malformed_reason(view: &view::View, history: &History) -> Option<String> {
+    view.malformed.first().map(|(pos, why)| {
+        format!(
+            "{} op(s) could not be read, e.g. op {}: {why}",
+            view.malformed_count,
+            op_index(history, *pos)
+        )
+    })
+}
+
+/// Nanoseconds to milliseconds.
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Nearest-rank quantiles p50/p95/p99/max of `v` (sorted here), or null when empty.
+fn quantiles(v: &mut [f64]) -> Value {
+    if v.is_empty() {
+        return Value::Null;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        v[rank - 1]
+    };
+    json!({"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "max": v[v.len() - 1], "count": v.len()})
+}
+
+/// Renders up to 10 integers, then how many more.
+fn short_list(v: &[i64]) -> String {
+    let mut s: Vec<String> = v.iter().take(10).map(i64::to_string).collect();
+    if v.len() > 10 {
+        s.push(format!("... {} more", v.len() - 10));
+    }
+    format!("[{}]", s.join(", "))
+}
+
+/// The key as shown in explanations.
+fn key_label(name: &str) -> String {
+    if name.is_empty() {
+        "(no key)".into()
+    } else {
+        format!("{name:?}")
+    }
+}

@@ -94,6 +94,11 @@ impl LineSource {
         span.of(&self.text)
     }
 
+    /// The JSON text of op `pos`'s whole line.
+    pub fn line_text(&self, pos: usize) -> Option<&str> {
+        self.lines.get(pos)?.of(&self.text)
+    }
+
     /// Parses op `pos` on its own.
     pub fn op(&self, pos: usize, head: &OpHead, names: &[String]) -> Op {
         let parsed = self

@@ -272,6 +272,12 @@ impl History {
         })
     }
 
+    /// The JSON text of the op at `pos` as it was read (JSON Lines histories only), for
+    /// checkers that pick a few fields out of big histories without parsing the rest.
+    pub(crate) fn op_text(&self, pos: usize) -> Option<&str> {
+        self.source.as_ref()?.line_text(pos)
+    }
+
     /// Time (ns) of the op at `pos`.
     pub fn op_time(&self, pos: usize) -> Option<u64> {
         self.heads.get(pos).map(|h| h.time)

@@ -1,0 +1,578 @@
+//! Session guarantees (Terry et al., "Session guarantees for weakly consistent replicated
+//! data", PDIS 1994, §3), per client session (= `process`) and per key, since a read of one
+//! key reflects only writes to that key:
+//! - *read-your-writes*: a read by `s` invoked after `s`'s ok update `w` completed
+//!   reflects `w`;
+//! - *monotonic reads*: a read by `s` reflects everything an earlier read of `s` reflected;
+//! - *monotonic writes*: for `s`'s ok updates `w1` before `w2`, any read (by anyone) that
+//!   reflects `w2` reflects `w1`, and orders `w1` first where the read gives an order;
+//! - *writes-follow-reads*: if `s` read `r` reflecting `w1`, then wrote `w2`, any read that
+//!   reflects `w2` reflects `w1`, ordered first where an order is given.
+//!
+//! Sets and bookings: "reflects" = the element (reservation id) is in committed ∪
+//! tentative (or the plain list); the order is committed then tentative. Counters: monotonic
+//! reads = a session's reads never decrease; read-your-writes = a read is at least the sum
+//! of the session's acknowledged deltas; the write guarantees cannot be checked on a sum.
+//! Counts are of violating reads, per guarantee.
+
+use super::view::{KeyOps, UpdateArg, View};
+use super::{key_label, malformed_reason, op_index, EventualDataType, Verdict, MAX_CASES};
+use crate::history::{History, Outcome};
+use crate::verdict::{CheckResult, Checker};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// Checks the four session guarantees; see the module docs.
+#[derive(Debug, Clone)]
+pub struct SessionGuaranteesChecker {
+    data_type: EventualDataType,
+}
+
+impl SessionGuaranteesChecker {
+    /// A session-guarantee checker for histories of `data_type` objects.
+    pub fn new(data_type: EventualDataType) -> Self {
+        SessionGuaranteesChecker { data_type }
+    }
+}
+
+/// The four guarantees, in the paper's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guarantee {
+    ReadYourWrites,
+    MonotonicReads,
+    MonotonicWrites,
+    WritesFollowReads,
+}
+
+const GUARANTEES: [Guarantee; 4] = [
+    Guarantee::ReadYourWrites,
+    Guarantee::MonotonicReads,
+    Guarantee::MonotonicWrites,
+    Guarantee::WritesFollowReads,
+];
+
+impl Guarantee {
+    fn name(self) -> &'static str {
+        match self {
+            Guarantee::ReadYourWrites => "read-your-writes",
+            Guarantee::MonotonicReads => "monotonic-reads",
+            Guarantee::MonotonicWrites => "monotonic-writes",
+            Guarantee::WritesFollowReads => "writes-follow-reads",
+        }
+    }
+}
+
+/// One violation, explained.
+struct Case {
+    guarantee: Guarantee,
+    text: String,
+    positions: Vec<usize>,
+}
+
+/// Per key: violating-read counts per guarantee and the first few cases.
+#[derive(Default)]
+struct KeyFindings {
+    counts: [usize; 4],
+    cases: Vec<Case>,
+}
+
+impl KeyFindings {
+    fn found(&mut self, g: Guarantee, case: impl FnOnce() -> Case) {
+        self.counts[g as usize] += 1;
+        if self.cases.iter().filter(|c| c.guarantee == g).count() < MAX_CASES {
+            self.cases.push(case());
+        }
+    }
+}
+
+const NONE: usize = usize::MAX;
+
+/// `f[t][i]`: completion position of session `t`'s first read of the key that reflected
+/// element `i`. Dense when small, one map per session otherwise.
+enum FirstSeen {
+    Dense { n: usize, f: Vec<usize> },
+    Sparse(Vec<HashMap<u32, usize>>),
+}
+
+impl FirstSeen {
+    fn new(sessions: usize, elems: usize) -> FirstSeen {
+        if sessions.saturating_mul(elems) <= 1 << 24 {
+            FirstSeen::Dense {
+                n: elems,
+                f: vec![NONE; sessions * elems],
+            }
+        } else {
+            FirstSeen::Sparse(vec![HashMap::new(); sessions])
+        }
+    }
+    #[inline]
+    fn get(&self, t: usize, i: u32) -> usize {
+        match self {
+            FirstSeen::Dense { n, f } => f[t * n + i as usize],
+            FirstSeen::Sparse(m) => m[t].get(&i).copied().unwrap_or(NONE),
+        }
+    }
+    /// Every first-seen position of session `t`, sorted.
+    fn sorted(&self, t: usize) -> Vec<usize> {
+        let mut v: Vec<usize> = match self {
+            FirstSeen::Dense { n, f } => f[t * n..(t + 1) * n]
+                .iter()
+                .copied()
+                .filter(|&p| p != NONE)
+                .collect(),
+            FirstSeen::Sparse(m) => m[t].values().copied().collect(),
+        };
+        v.sort_unstable();
+        v
+    }
+    fn set_min(&mut self, t: usize, i: u32, pos: usize) {
+        match self {
+            FirstSeen::Dense { n, f } => {
+                let x = &mut f[t * *n + i as usize];
+                *x = (*x).min(pos);
+            }
+            FirstSeen::Sparse(m) => {
+                let x = m[t].entry(i).or_insert(NONE);
+                *x = (*x).min(pos);
+            }
+        }
+    }
+}
+
+/// A session's ok write of the key.
+#[derive(Clone, Copy)]
+struct Write {
+    elem: u32,
+    invoke: usize,
+    complete: usize,
+}
+
+/// Checks sets and bookings on one key.
+fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
+    let idx = |p: usize| op_index(history, p);
+    let kl = key_label(&key.name);
+    let mut out = KeyFindings::default();
+    // Local element and session numbering.
+    let mut elems: Vec<i64> = key.updates.iter().filter_map(|u| u.arg.element()).collect();
+    for r in &key.reads {
+        elems.extend(r.value.elements());
+    }
+    elems.sort_unstable();
+    elems.dedup();
+    let local = |e: i64| elems.binary_search(&e).map(|i| i as u32).unwrap_or(0);
+    let mut sessions: HashMap<u64, usize> = HashMap::new();
+    let mut session_ids: Vec<u64> = Vec::new();
+    let mut sid = |p: u64| {
+        *sessions.entry(p).or_insert_with(|| {
+            session_ids.push(p);
+            session_ids.len() - 1
+        })
+    };
+    let mut writes: Vec<Vec<Write>> = Vec::new();
+    // writer[i] = (session, its rank among the session's ok writes).
+    let mut writer: Vec<Option<(usize, usize)>> = vec![None; elems.len()];
+    let mut write_node: HashMap<usize, Option<u32>> = HashMap::new();
+    for u in &key.updates {
+        let (Outcome::Ok, Some(c), Some(e)) = (u.outcome, u.complete_pos, u.arg.element()) else {
+            continue;
+        };
+        let t = sid(u.process);
+        if writes.len() <= t {
+            writes.resize(t + 1, Vec::new());
+        }
+        let i = local(e);
+        if writer[i as usize].is_none() {
+            writer[i as usize] = Some((t, writes[t].len()));
+            writes[t].push(Write {
+                elem: i,
+                invoke: u.invoke_pos,
+                complete: c,
+            });
+            write_node.insert(u.invoke_pos, u.node);
+        }
+    }
+    let reads: Vec<(usize, Vec<u32>)> = key
+        .reads
+        .iter()
+        .map(|r| (sid(r.process), r.value.elements().map(local).collect()))
+        .collect();
+    let n_sessions = session_ids.len();
+    writes.resize(n_sessions, Vec::new());
+    let mut first = FirstSeen::new(n_sessions, elems.len());
+    for (r, (t, list)) in key.reads.iter().zip(&reads) {
+        for &i in list {
+            first.set_min(*t, i, r.complete_pos);
+        }
+    }
+    // Per session, sorted first-seen positions (how many elements it had seen by a time).
+    let seen_sorted: Vec<Vec<usize>> = (0..n_sessions).map(|t| first.sorted(t)).collect();
+    let node = |n: Option<u32>| view.node_name(n).to_string();
+    let read_by_complete = |pos: usize| key.reads.iter().find(|r| r.complete_pos == pos);
+    let mut present = vec![false; elems.len()];
+    // Per writer session in this read: (count present, max rank, max-invoke write rank).
+    let mut per_t: HashMap<usize, (usize, usize)> = HashMap::new();
+    for (r, (s, list)) in key.reads.iter().zip(&reads) {
+        let s = *s;
+        for &i in list {
+            present[i as usize] = true;
+        }
+        let reader = || format!("read op {} ({})", idx(r.complete_pos), node(r.node));
+        // Read-your-writes.
+        let need = writes[s].partition_point(|w| w.complete < r.invoke_pos);
+        let have = writes[s][..need]
+            .iter()
+            .filter(|w| present[w.elem as usize])
+            .count();
+        if have < need {
+            out.found(Guarantee::ReadYourWrites, || {
+                let w = writes[s][..need]
+                    .iter()
+                    .find(|w| !present[w.elem as usize])
+                    .copied()
+                    .unwrap_or(writes[s][0]);
+                Case {
+                    guarantee: Guarantee::ReadYourWrites,
+                    text: format!(
+                        "read-your-writes: session {} on key {kl}: {} lacks {} written by the session's op {} ({}), acknowledged before the read began",
+                        session_ids[s], reader(), elems[w.elem as usize], idx(w.invoke),
+                        node(write_node.get(&w.invoke).copied().flatten())
+                    ),
+                    positions: vec![w.invoke, w.complete, r.invoke_pos, r.complete_pos],
+                }
+            });
+        }
+        // Monotonic reads.
+        let need = seen_sorted[s].partition_point(|&p| p < r.invoke_pos);
+        let mut uniq = list.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        let have = uniq
+            .iter()
+            .filter(|&&i| first.get(s, i) < r.invoke_pos)
+            .count();
+        if have < need {
+            out.found(Guarantee::MonotonicReads, || {
+                let missing = (0..elems.len() as u32)
+                    .find(|&i| first.get(s, i) < r.invoke_pos && !present[i as usize])
+                    .unwrap_or(0);
+                let earlier = first.get(s, missing);
+                let earlier_node = read_by_complete(earlier).and_then(|e| e.node);
+                let earlier_invoke = read_by_complete(earlier).map_or(earlier, |e| e.invoke_pos);
+                Case {
+                    guarantee: Guarantee::MonotonicReads,
+                    text: format!(
+                        "monotonic reads: session {} on key {kl}: {} lacks {} which the session's earlier read op {} ({}) reflected",
+                        session_ids[s], reader(), elems[missing as usize], idx(earlier), node(earlier_node)
+                    ),
+                    positions: vec![earlier_invoke, earlier, r.invoke_pos, r.complete_pos],
+                }
+            });
+        }
+        // Monotonic writes and writes-follow-reads, for each writer session in the read.
+        per_t.clear();
+        for &i in &uniq {
+            if let Some((t, j)) = writer[i as usize] {
+                let e = per_t.entry(t).or_insert((0, 0));
+                e.0 += 1;
+                e.1 = e.1.max(j);
+            }
+        }
+        let mut mw_order: Option<(usize, usize, usize)> = None;
+        let mut last_rank: HashMap<usize, usize> = HashMap::new();
+        for &i in list {
+            if let Some((t, j)) = writer[i as usize] {
+                if r.value.ordered() {
+                    if let Some(&prev) = last_rank.get(&t) {
+                        if prev > j && mw_order.is_none() {
+                            mw_order = Some((t, j, prev));
+                        }
+                    }
+                    let lr = last_rank.entry(t).or_insert(j);
+                    *lr = (*lr).max(j);
+                }
+            }
+        }
+        let mut mw_gap = None;
+        for (&t, &(count, max_rank)) in &per_t {
+            if count < max_rank + 1 {
+                mw_gap = Some((t, max_rank));
+            }
+        }
+        if let Some((t, max_rank)) = mw_gap {
+            out.found(Guarantee::MonotonicWrites, || {
+                let w1 = writes[t][..max_rank]
+                    .iter()
+                    .find(|w| !present[w.elem as usize])
+                    .copied()
+                    .unwrap_or(writes[t][0]);
+                let w2 = writes[t][max_rank];
+                Case {
+                    guarantee: Guarantee::MonotonicWrites,
+                    text: format!(
+                        "monotonic writes: session {} on key {kl}: {} reflects its op {} ({}, element {}) but not its earlier op {} ({}, element {})",
+                        session_ids[t], reader(), idx(w2.invoke), node(write_node.get(&w2.invoke).copied().flatten()),
+                        elems[w2.elem as usize], idx(w1.invoke), node(write_node.get(&w1.invoke).copied().flatten()),
+                        elems[w1.elem as usize]
+                    ),
+                    positions: vec![w1.invoke, w2.invoke, r.complete_pos],
+                }
+            });
+        } else if let Some((t, j, prev)) = mw_order {
+            out.found(Guarantee::MonotonicWrites, || {
+                let (w1, w2) = (writes[t][j], writes[t][prev]);
+                Case {
+                    guarantee: Guarantee::MonotonicWrites,
+                    text: format!(
+                        "monotonic writes: session {} on key {kl}: {} orders its op {} (element {}) before its earlier op {} (element {})",
+                        session_ids[t], reader(), idx(w2.invoke), elems[w2.elem as usize],
+                        idx(w1.invoke), elems[w1.elem as usize]
+                    ),
+                    positions: vec![w1.invoke, w2.invoke, r.complete_pos],
+                }
+            });
+        }
+        // Writes-follow-reads: for writer t, D(w) = what t had read before invoking w;
+        // D grows with w's invoke, so the present write invoked last decides inclusion.
+        let mut wfr: Option<(usize, u32, u32)> = None; // (t, w2 elem, w1 elem)
+        for (&t, &(_, max_rank)) in &per_t {
+            if wfr.is_some() {
+                break;
+            }
+            let latest = writes[t][..=max_rank]
+                .iter()
+                .rev()
+                .find(|w| present[w.elem as usize])
+                .copied();
+            let Some(w2) = latest else { continue };
+            let need = seen_sorted[t].partition_point(|&p| p < w2.invoke);
+            let have = uniq
+                .iter()
+                .filter(|&&i| first.get(t, i) < w2.invoke)
+                .count();
+            if have < need {
+                let missing = (0..elems.len() as u32)
+                    .find(|&i| first.get(t, i) < w2.invoke && !present[i as usize])
+                    .unwrap_or(0);
+                wfr = Some((t, w2.elem, missing));
+                break;
+            }
+            if r.value.ordered() {
+                // Scanning backwards: the earliest first-seen of t among later elements.
+                let mut min_after = NONE;
+                let mut min_elem = 0;
+                for &i in list.iter().rev() {
+                    if let Some((wt, wj)) = writer[i as usize] {
+                        if wt == t && min_after < writes[t][wj].invoke {
+                            wfr = Some((t, i, min_elem));
+                            break;
+                        }
+                    }
+                    let f = first.get(t, i);
+                    if f < min_after {
+                        min_after = f;
+                        min_elem = i;
+                    }
+                }
+            }
+        }
+        if let Some((t, w2e, w1e)) = wfr {
+            out.found(Guarantee::WritesFollowReads, || {
+                let (w2t, w2j) = writer[w2e as usize].unwrap_or((t, 0));
+                let w2 = writes[w2t][w2j];
+                let seen_at = first.get(t, w1e);
+                let missing = !present[w1e as usize];
+                let mut positions = vec![seen_at, w2.invoke, r.complete_pos];
+                if let Some((a, b)) = writer[w1e as usize] {
+                    positions.push(writes[a][b].invoke);
+                }
+                Case {
+                    guarantee: Guarantee::WritesFollowReads,
+                    text: format!(
+                        "writes-follow-reads: session {} on key {kl} read {} (read op {}, {}) before writing {} (op {}, {}), yet {} {} {}",
+                        session_ids[t], elems[w1e as usize], idx(seen_at),
+                        node(read_by_complete(seen_at).and_then(|x| x.node)),
+                        elems[w2e as usize], idx(w2.invoke), node(write_node.get(&w2.invoke).copied().flatten()),
+                        reader(),
+                        if missing { "reflects the write but lacks" } else { "orders the write before" },
+                        elems[w1e as usize]
+                    ),
+                    positions,
+                }
+            });
+        }
+        for &i in list {
+            present[i as usize] = false;
+        }
+    }
+    out
+}
+
+/// Checks counters on one key: monotonic reads and read-your-writes.
+fn check_counter(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
+    let idx = |p: usize| op_index(history, p);
+    let mut out = KeyFindings::default();
+    // Per session: its acknowledged deltas (completion, running sum) and its highest read.
+    let mut acked: HashMap<u64, Vec<(usize, i64, usize)>> = HashMap::new();
+    for u in &key.updates {
+        if let (Outcome::Ok, Some(c), UpdateArg::Delta(d)) = (u.outcome, u.complete_pos, &u.arg) {
+            let v = acked.entry(u.process).or_default();
+            let sum = v.last().map_or(0, |x| x.1).saturating_add(*d);
+            v.push((c, sum, u.invoke_pos));
+        }
+    }
+    let mut best: HashMap<u64, (i64, usize, Option<u32>)> = HashMap::new();
+    let kl = key_label(&key.name);
+    for r in &key.reads {
+        let super::view::ReadValue::Counter(n) = r.value else {
+            continue;
+        };
+        let mine = acked.get(&r.process).map(Vec::as_slice).unwrap_or(&[]);
+        let k = mine.partition_point(|x| x.0 < r.invoke_pos);
+        if k > 0 && n < mine[k - 1].1 {
+            let (c, sum, inv) = mine[k - 1];
+            out.found(Guarantee::ReadYourWrites, || Case {
+                guarantee: Guarantee::ReadYourWrites,
+                text: format!(
+                    "read-your-writes: session {} read {n} from key {kl} (op {}, {}) though its own acknowledged increments sum to {sum} (the last, op {}, completed before the read began)",
+                    r.process, idx(r.complete_pos), view.node_name(r.node), idx(inv)
+                ),
+                positions: vec![inv, c, r.complete_pos],
+            });
+        }
+        if let Some(&(prev, pos, node)) = best.get(&r.process) {
+            if n < prev {
+                out.found(Guarantee::MonotonicReads, || Case {
+                    guarantee: Guarantee::MonotonicReads,
+                    text: format!(
+                        "monotonic reads: session {} read {prev} from key {kl} (op {}, {}) and later {n} (op {}, {})",
+                        r.process, idx(pos), view.node_name(node), idx(r.complete_pos), view.node_name(r.node)
+                    ),
+                    positions: vec![pos, r.complete_pos],
+                });
+            }
+        }
+        let e = best.entry(r.process).or_insert((n, r.complete_pos, r.node));
+        if n > e.0 {
+            *e = (n, r.complete_pos, r.node);
+        }
+    }
+    out
+}
+
+impl Checker for SessionGuaranteesChecker {
+    fn name(&self) -> String {
+        "session-guarantees".into()
+    }
+
+    fn check(&self, history: &History) -> CheckResult {
+        let view = View::build(history, self.data_type);
+        let counter = self.data_type == EventualDataType::Counter;
+        let parts: Vec<KeyFindings> = view
+            .keys
+            .par_iter()
+            .map(|k| {
+                if counter {
+                    check_counter(history, &view, k)
+                } else {
+                    check_elements(history, &view, k)
+                }
+            })
+            .collect();
+        let mut counts = [0usize; 4];
+        let mut cases: Vec<Case> = Vec::new();
+        for p in parts {
+            for g in GUARANTEES {
+                counts[g as usize] += p.counts[g as usize];
+            }
+            for c in p.cases {
+                if cases.iter().filter(|x| x.guarantee == c.guarantee).count() < MAX_CASES {
+                    cases.push(c);
+                }
+            }
+        }
+        let reads: usize = view.keys.iter().map(|k| k.reads.len()).sum();
+        let sessions: std::collections::BTreeSet<u64> = view
+            .keys
+            .iter()
+            .flat_map(|k| k.reads.iter().map(|r| r.process))
+            .collect();
+        let per: serde_json::Map<String, Value> = GUARANTEES
+            .iter()
+            .map(|g| {
+                let v = if counter
+                    && matches!(g, Guarantee::MonotonicWrites | Guarantee::WritesFollowReads)
+                {
+                    json!(
+                        "not checkable on a counter (a sum does not show which writes it reflects)"
+                    )
+                } else {
+                    json!(counts[*g as usize])
+                };
+                (g.name().to_string(), v)
+            })
+            .collect();
+        let details = json!({
+            "data_type": self.data_type.name(),
+            "violations": per,
+            "reads": reads,
+            "sessions": sessions.len(),
+        });
+        let total: usize = counts.iter().sum();
+        let found: Vec<Guarantee> = GUARANTEES
+            .into_iter()
+            .filter(|g| counts[*g as usize] > 0)
+            .collect();
+        let shown: Vec<&Case> = found
+            .iter()
+            .filter_map(|g| cases.iter().find(|c| c.guarantee == *g))
+            .collect();
+        let summary: Vec<String> = found
+            .iter()
+            .map(|g| format!("{} {}", counts[*g as usize], g.name()))
+            .collect();
+        let checked = if counter {
+            "read-your-writes and monotonic reads hold (monotonic writes and writes-follow-reads are not checkable on a counter)"
+        } else {
+            "read-your-writes, monotonic reads, monotonic writes and writes-follow-reads hold"
+        };
+        let mut details = details;
+        details["cases"] = json!(cases
+            .iter()
+            .map(|c| json!({"guarantee": c.guarantee.name(), "explanation": c.text}))
+            .collect::<Vec<_>>());
+        Verdict {
+            checker: self.name(),
+            invalid: (total > 0).then(|| {
+                (
+                    format!(
+                        "session guarantees violated by {total} read(s) ({}): {}",
+                        summary.join(", "),
+                        shown
+                            .iter()
+                            .map(|c| c.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                    cases
+                        .iter()
+                        .flat_map(|c| c.positions.iter().copied())
+                        .filter(|&p| p != NONE)
+                        .collect(),
+                    found.iter().map(|g| g.name().to_string()).collect(),
+                )
+            }),
+            unknown: if reads == 0 {
+                Some("no ok read, so no session guarantee could be judged".to_string())
+            } else {
+                malformed_reason(&view, history)
+            },
+            valid: format!(
+                "{checked} over {reads} read(s) of {} session(s)",
+                sessions.len()
+            ),
+            details,
+        }
+        .into_result(history)
+    }
+}
