@@ -24,6 +24,12 @@ pub struct CheckOptions {
     pub failed_cas_observed: bool,
     /// Initial state of the linearizability model (`--init`), and the counter's start.
     pub init: Option<serde_json::Value>,
+    /// rw-register: Elle's `sequential-keys` inference.
+    pub sequential_keys: bool,
+    /// rw-register: Elle's `linearizable-keys` inference.
+    pub linearizable_keys: bool,
+    /// rw-register: Elle's `wfr-keys` inference.
+    pub wfr_keys: bool,
     /// Check keyed histories as one object (`--no-split`).
     pub no_split: bool,
     /// Time bound of the check.
@@ -59,6 +65,9 @@ impl CheckOptions {
     pub fn elle(&self, workload: ElleWorkload) -> anyhow::Result<Box<dyn Checker>> {
         let mut opts = ElleOptions {
             bounds: self.bounds(),
+            sequential_keys: self.sequential_keys,
+            linearizable_keys: self.linearizable_keys,
+            wfr_keys: self.wfr_keys,
             ..ElleOptions::default()
         };
         if let Some(m) = &self.consistency_model {

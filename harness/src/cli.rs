@@ -73,6 +73,15 @@ struct CheckFlags {
     /// at `100`, a multi-register at `{"x":0,"y":0}`); also the `counter` checker's start.
     #[arg(long, value_parser = parse_json)]
     init: Option<serde_json::Value>,
+    /// rw-register: infer version orders from each process's order (Elle's option).
+    #[arg(long)]
+    sequential_keys: bool,
+    /// rw-register: infer version orders from real-time order (Elle's option).
+    #[arg(long)]
+    linearizable_keys: bool,
+    /// rw-register: a write follows the value the same transaction read (Elle's option).
+    #[arg(long)]
+    wfr_keys: bool,
     /// Check a keyed history as one object instead of key by key.
     #[arg(long)]
     no_split: bool,
@@ -96,6 +105,9 @@ impl CheckFlags {
             consistency_model: self.consistency_model.clone(),
             failed_cas_observed: self.failed_cas == "observed",
             init: self.init.clone(),
+            sequential_keys: self.sequential_keys,
+            linearizable_keys: self.linearizable_keys,
+            wfr_keys: self.wfr_keys,
             no_split: self.no_split,
             time_limit: self.check_time_limit.map(Duration::from_secs_f64),
             max_memory: self.max_memory.map(|m| m * 1024 * 1024),

@@ -267,6 +267,37 @@ fn init_sets_the_models_initial_state_from_the_flag_or_test_json() {
 }
 
 #[test]
+fn rw_register_inference_flags_reach_elle() {
+    // A stale read after two real-time-ordered writes: only --linearizable-keys sees it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rw.edn");
+    std::fs::write(
+        &path,
+        "{:type :invoke, :value [[:w :x 1]], :process 0}\n{:type :ok, :value [[:w :x 1]], :process 0}\n\
+         {:type :invoke, :value [[:w :x 2]], :process 1}\n{:type :ok, :value [[:w :x 2]], :process 1}\n\
+         {:type :invoke, :value [[:r :x nil]], :process 2}\n{:type :ok, :value [[:r :x 1]], :process 2}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = splitbrain()
+            .args(["check", "--workload", "rw-register", "--format", "json"])
+            .args(extra)
+            .arg(&path)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, text) = run(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run(&["--linearizable-keys"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("cyclic-versions"), "{text}");
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let out = splitbrain()
         .args(["test", "--target", "nope"])
