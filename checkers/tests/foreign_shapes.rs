@@ -171,3 +171,36 @@ fn dense_indices_and_missing_ones_keep_positions() {
     let h = read("{\"index\":7,\"type\":\"invoke\",\"f\":\"read\",\"process\":0}\n{\"type\":\"ok\",\"f\":\"read\",\"process\":0,\"value\":1}\n");
     assert_eq!((h.op_index(0), h.op_index(1)), (7, 1));
 }
+
+#[test]
+fn carried_indices_survive_parallel_chunks_of_a_big_json_lines_file() {
+    // Several 1 MiB chunks: indices 100, 102, 104, ... everywhere; then a file where only
+    // ops past the first chunk carry (position-equal) indices, and one where a late op
+    // carries a different one.
+    let line = |i: u64, index: Option<u64>| {
+        let t = if i % 2 == 0 { "invoke" } else { "ok" };
+        let index = index.map(|x| format!("\"index\":{x},")).unwrap_or_default();
+        format!(
+            "{{{index}\"process\":{},\"type\":\"{t}\",\"f\":\"write\",\"value\":[{i},\"padding-padding-padding\"]}}\n",
+            (i / 2) % 5
+        )
+    };
+    let n = 60_000u64;
+    let text: String = (0..n).map(|i| line(i, Some(100 + 2 * i))).collect();
+    assert!(text.len() > 3 << 20);
+    let h = read(&text);
+    for pos in [0usize, 1, 20_000, 40_001, 59_999] {
+        assert_eq!(h.op_index(pos), 100 + 2 * pos as u64);
+    }
+    let text: String = (0..n).map(|i| line(i, (i > 30_000).then_some(i))).collect();
+    let h = read(&text);
+    assert_eq!((h.op_index(5), h.op_index(50_000)), (5, 50_000));
+    let text: String = (0..n)
+        .map(|i| line(i, (i == 50_000).then_some(7)))
+        .collect();
+    let h = read(&text);
+    assert_eq!(
+        (h.op_index(49_999), h.op_index(50_000), h.op_index(50_001)),
+        (49_999, 7, 50_001)
+    );
+}
