@@ -21,7 +21,9 @@ fn record(rank: u64, step: u64) -> Value {
     let samples: Vec<u64> = (0..BATCH)
         .map(|b| ((index * WORLD + rank) * BATCH + b + epoch) % N)
         .collect();
-    json!({"rank": rank, "step": step, "epoch": epoch, "gen": 1, "digest": format!("d{step}"),
+    // The group re-formed (generation 2) before step 7.
+    let gen = if step >= 7 { 2 } else { 1 };
+    json!({"rank": rank, "step": step, "epoch": epoch, "gen": gen, "digest": format!("d{step}"),
            "loss": 2.0 - step as f64 * 0.05, "samples": samples})
 }
 
@@ -75,6 +77,12 @@ fn a_correct_run_is_valid_on_every_check() {
     let p = run(DdpCheck::Progress, &h, options(24));
     // The 2 s pause before step 7 is reported as a recovery.
     assert_eq!(p.details["recoveries"][0]["after_step"], 6, "{}", p.details);
+    assert_eq!(
+        p.details["recoveries"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        p.details
+    );
     assert!(p.details["time_lost_ms"].as_u64().unwrap() >= 1900);
 }
 

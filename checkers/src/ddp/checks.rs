@@ -223,32 +223,45 @@ pub(crate) fn progress(seen: &[Seen], history: &History) -> CheckResult {
             );
         }
     }
-    // Recoveries: pauses between one step's first commit and the next much longer than
-    // the typical one.
-    let mut commit_at: BTreeMap<u64, u64> = BTreeMap::new();
+    // Recoveries: where the generation that committed consecutive steps changes, the
+    // pause between their first commits beyond the typical pause. Steps commit in batches
+    // (one per checkpoint), so the typical pause is the median of the non-zero ones.
+    let mut first_commit: BTreeMap<u64, (u64, Option<u64>)> = BTreeMap::new();
     for s in seen {
-        let t = commit_at.entry(s.record.step).or_insert(s.time);
-        *t = (*t).min(s.time);
+        let e = first_commit
+            .entry(s.record.step)
+            .or_insert((s.time, s.record.gen));
+        if s.time < e.0 {
+            *e = (s.time, s.record.gen);
+        }
     }
-    let gaps: Vec<(u64, u64)> = commit_at
+    // (step, (time, gen) of its first commit, the same for the next step).
+    type Commit = (u64, Option<u64>);
+    let pairs: Vec<(u64, Commit, Commit)> = first_commit
         .iter()
-        .zip(commit_at.iter().skip(1))
-        .map(|((s, t0), (_, t1))| (*s, t1.saturating_sub(*t0)))
+        .zip(first_commit.iter().skip(1))
+        .map(|((s, a), (_, b))| (*s, *a, *b))
         .collect();
-    let mut sorted: Vec<u64> = gaps.iter().map(|g| g.1).collect();
-    sorted.sort_unstable();
-    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
-    let threshold = (median * 10).max(200_000_000);
-    let recoveries: Vec<Value> = gaps
+    let mut pauses: Vec<u64> = pairs
         .iter()
-        .filter(|(_, g)| *g > threshold)
-        .map(|(s, g)| json!({"after_step": s, "lost_ms": g / 1_000_000}))
+        .map(|(_, a, b)| b.0.saturating_sub(a.0))
+        .filter(|g| *g > 1_000_000)
         .collect();
-    let lost_ms: u64 = gaps
+    pauses.sort_unstable();
+    let typical = pauses.get(pauses.len() / 2).copied().unwrap_or(0);
+    let recoveries: Vec<Value> = pairs
         .iter()
-        .filter(|(_, g)| *g > threshold)
-        .map(|(_, g)| g / 1_000_000)
+        .filter(|(_, a, b)| a.1.is_some() && b.1.is_some() && a.1 != b.1)
+        .map(|(step, a, b)| {
+            let lost = b.0.saturating_sub(a.0).saturating_sub(typical) / 1_000_000;
+            json!({"after_step": step, "from_gen": a.1, "to_gen": b.1, "lost_ms": lost})
+        })
+        .collect();
+    let lost_ms: u64 = recoveries
+        .iter()
+        .filter_map(|r| r["lost_ms"].as_u64())
         .sum();
+    let median = typical;
     let details = json!({
         "ranks": last.keys().collect::<Vec<_>>(),
         "last_step": last.iter().map(|(r, s)| (r.to_string(), s.record.step)).collect::<BTreeMap<_, _>>(),

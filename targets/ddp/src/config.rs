@@ -114,6 +114,9 @@ pub struct Args {
     /// Run the single-process reference instead: print every step's digest.
     #[arg(long)]
     pub replay: bool,
+    /// Run the benchmark instead (all-reduce bus bandwidth, memcpy, kernel step times).
+    #[arg(long)]
+    pub bench: bool,
 }
 
 /// Everything that determines the numbers of a training run (shared by the ranks and the

@@ -5,8 +5,10 @@
 //! is ring-all-reduced ([`core::ring`]) over TCP ([`net`]) while backward goes on; the
 //! group protocol (rendezvous, commit, checkpoints) is the sans-IO [`core`], driven by
 //! [`node`]; [`store`] holds checkpoints and the committed step log; [`http`] serves them;
-//! [`replay`] is the single-process reference run. See the README.
+//! [`replay`] is the single-process reference run; [`bench`] measures the all-reduce and
+//! the kernels. See the README.
 
+pub mod bench;
 pub mod config;
 pub mod core;
 pub mod data;

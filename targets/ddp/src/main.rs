@@ -17,6 +17,10 @@ use std::time::Duration;
 
 fn main() {
     let args = Args::parse();
+    if args.bench {
+        splitbrain_ddp::bench::run();
+        return;
+    }
     if args.replay {
         if let Err(e) = args.validate() {
             eprintln!("splitbrain-ddp: {e}");

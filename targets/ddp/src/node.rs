@@ -232,6 +232,7 @@ impl Driver {
         let (epoch, _) = data::position(step, self.train.steps_per_epoch());
         let record = StepRecord {
             rank: self.core.config().rank as u64,
+            world: self.train.world as u64,
             step,
             epoch,
             gen: self.core.gen(),

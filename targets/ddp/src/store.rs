@@ -39,6 +39,8 @@ pub enum StoreError {
 pub struct StepRecord {
     /// Rank (0-based).
     pub rank: u64,
+    /// World size.
+    pub world: u64,
     /// Step (from 1).
     pub step: u64,
     /// Epoch (from 0).
@@ -293,6 +295,7 @@ mod tests {
     fn record(step: u64) -> StepRecord {
         StepRecord {
             rank: 0,
+            world: 1,
             step,
             epoch: 0,
             gen: 1,

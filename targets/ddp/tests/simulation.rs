@@ -67,9 +67,12 @@ enum Ev {
     Restart(usize),
 }
 
+/// A simulated checkpoint: parameters, momentum, records (step -> digest).
+type SimCkpt = (Vec<f32>, Vec<f32>, BTreeMap<u64, String>);
+
 struct Node {
     core: Option<Core>,
-    disk: BTreeMap<CkptId, (Vec<f32>, Vec<f32>, BTreeMap<u64, String>)>,
+    disk: BTreeMap<CkptId, SimCkpt>,
     pending: BTreeMap<u64, String>,
     log: Vec<(u64, String)>,
 }

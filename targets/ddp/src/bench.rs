@@ -1,0 +1,212 @@
+//! `splitbrain-ddp --bench`: all-reduce bus bandwidth over loopback TCP next to this
+//! machine's memory-copy bandwidth, and the step time of the vectorized forward/backward
+//! against the scalar loop.
+//!
+//! Bus bandwidth as nccl-tests defines it: `algbw = bytes / time`, `busbw = algbw ×
+//! 2(n−1)/n` (the share of the data each rank must move in a ring all-reduce), so it is
+//! comparable with the bandwidth of the links, here loopback TCP and memory.
+
+use crate::core::ring::{BucketRing, ReduceMode};
+use crate::core::{Chunk, Msg};
+use crate::model::{Gemm, Mlp};
+use crate::net::{self, PeerNet};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::net::TcpListener;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Bytes copied per second by `copy_from_slice` of a `bytes`-sized buffer (best of a few).
+pub fn memcpy_bandwidth(bytes: usize) -> f64 {
+    let src = vec![1u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    bytes as f64 / best
+}
+
+/// Largest bucket the benchmark all-reduces as one ring: a message is cut into buckets
+/// of at most this many f32 (1 MiB), all in flight at once, as DDP's bucketing does, so
+/// transfer, summation and forwarding of different buckets overlap.
+pub const BENCH_BUCKET_FLOATS: usize = 1 << 18;
+
+/// Seconds per all-reduce of `floats` f32 among `world` ranks (threads of this process
+/// talking TCP over loopback), the median of `iters`. `None` if the ranks could not
+/// connect or a round timed out.
+pub fn allreduce_seconds(world: usize, floats: usize, iters: usize) -> Option<f64> {
+    let listeners: Vec<TcpListener> = (0..world)
+        .map(|_| TcpListener::bind("127.0.0.1:0").ok())
+        .collect::<Option<_>>()?;
+    let addrs: Vec<String> = listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.to_string()).ok())
+        .collect::<Option<_>>()?;
+    let barrier = Arc::new(Barrier::new(world));
+    let buckets: Vec<std::ops::Range<usize>> = (0..floats.div_ceil(BENCH_BUCKET_FLOATS))
+        .map(|b| b * BENCH_BUCKET_FLOATS..((b + 1) * BENCH_BUCKET_FLOATS).min(floats))
+        .collect();
+    let mut handles = Vec::new();
+    for (rank, listener) in listeners.into_iter().enumerate() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || net::listen(listener, world, tx));
+        let succ = (rank + 1) % world;
+        let net = PeerNet::start(rank, world, &[(succ, addrs[succ].clone())]);
+        let barrier = barrier.clone();
+        let buckets = buckets.clone();
+        handles.push(std::thread::spawn(move || -> Option<Vec<f64>> {
+            let mut rng = ChaCha8Rng::seed_from_u64(rank as u64);
+            let grad: Vec<f32> = (0..floats).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let mut times = Vec::new();
+            // One warm-up round opens the connections.
+            for it in 0..=iters {
+                barrier.wait();
+                let t = Instant::now();
+                let mut rings: Vec<BucketRing> = buckets
+                    .iter()
+                    .map(|b| BucketRing::new(rank, world, b.len(), ReduceMode::Ring))
+                    .collect();
+                let send = |bucket: usize, sends: Vec<(u32, Vec<f32>)>| {
+                    for (round, data) in sends {
+                        let chunk = Chunk {
+                            gen: it as u64,
+                            step: 0,
+                            bucket: bucket as u32,
+                            round,
+                            data,
+                        };
+                        net.send(succ, &Msg::Chunk(chunk));
+                    }
+                };
+                for (b, range) in buckets.iter().enumerate() {
+                    send(b, rings[b].set_local(grad[range.clone()].to_vec()));
+                }
+                let mut left = rings.iter().filter(|r| r.result().is_none()).count();
+                while left > 0 {
+                    let m = rx.recv_timeout(Duration::from_secs(20)).ok()?;
+                    if let Msg::Chunk(c) = m.msg {
+                        let Some(ring) = rings
+                            .get_mut(c.bucket as usize)
+                            .filter(|_| c.gen == it as u64)
+                        else {
+                            continue;
+                        };
+                        let sends = ring.receive(c.round, c.data);
+                        let done = ring.result().is_some();
+                        send(c.bucket as usize, sends);
+                        if done {
+                            left -= 1;
+                        }
+                    }
+                }
+                if it > 0 {
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            // Let the last frames drain before the sockets go.
+            barrier.wait();
+            Some(times)
+        }));
+    }
+    let mut per_iter = vec![0.0f64; iters];
+    for h in handles {
+        let times = h.join().ok()??;
+        for (slot, t) in per_iter.iter_mut().zip(times) {
+            *slot = slot.max(t);
+        }
+    }
+    per_iter.sort_by(f64::total_cmp);
+    per_iter.get(iters / 2).copied()
+}
+
+/// Seconds per forward + backward of a `batch` on `mlp` with `kind` (median of `iters`).
+pub fn step_seconds(mlp: &Mlp, batch: usize, kind: Gemm, iters: usize) -> f64 {
+    let params = mlp.init(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let x: Vec<f32> = (0..batch * mlp.input_width())
+        .map(|_| rng.gen_range(-1.0..1.0))
+        .collect();
+    let y: Vec<u32> = (0..batch)
+        .map(|_| rng.gen_range(0..mlp.classes() as u32))
+        .collect();
+    let mut grad = vec![0.0; params.len()];
+    let mut times: Vec<f64> = (0..iters.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            let (_, acts) = mlp.forward(kind, &params, &x, &y);
+            mlp.backward(kind, &params, &acts, &y, &mut grad, |_, _| {});
+            std::hint::black_box(&grad);
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Runs the whole benchmark and prints its tables.
+pub fn run() {
+    let mb = 1024.0 * 1024.0;
+    let mem = memcpy_bandwidth(64 << 20);
+    println!("memcpy bandwidth (64 MiB buffer): {:.2} GB/s", mem / 1e9);
+    println!();
+    println!("ring all-reduce over loopback TCP, 1 MiB buckets in flight together (median of 3-5; busbw = algbw x 2(n-1)/n)");
+    println!(
+        "{:>5} {:>8} {:>11} {:>12} {:>12} {:>10}",
+        "ranks", "MiB", "time ms", "algbw GB/s", "busbw GB/s", "% memcpy"
+    );
+    for world in [2usize, 4, 8] {
+        for mib in [1usize, 4, 16, 64] {
+            let floats = mib * (1 << 20) / 4;
+            let iters = if mib >= 16 { 3 } else { 5 };
+            match allreduce_seconds(world, floats, iters) {
+                Some(t) => {
+                    let alg = (mib as f64 * mb) / t;
+                    let bus = alg * 2.0 * (world as f64 - 1.0) / world as f64;
+                    println!(
+                        "{world:>5} {mib:>8} {:>11.2} {:>12.3} {:>12.3} {:>9.1}%",
+                        t * 1e3,
+                        alg / 1e9,
+                        bus / 1e9,
+                        100.0 * bus / mem
+                    );
+                }
+                None => println!("{world:>5} {mib:>8}   (did not complete)"),
+            }
+        }
+    }
+    println!();
+    println!("forward + backward per micro-batch (median of 20)");
+    println!(
+        "{:>18} {:>7} {:>8} {:>12} {:>12} {:>8}",
+        "model", "params", "batch", "scalar ms", "sgemm ms", "speedup"
+    );
+    for (hidden, batch) in [
+        (vec![128, 128], 16usize),
+        (vec![256, 256], 16),
+        (vec![256, 256], 64),
+        (vec![1024, 1024], 64),
+    ] {
+        let mut widths = vec![32];
+        widths.extend(&hidden);
+        widths.push(10);
+        let mlp = Mlp::new(widths.clone());
+        let scalar = step_seconds(&mlp, batch, Gemm::Scalar, 20);
+        let simd = step_seconds(&mlp, batch, Gemm::Simd, 20);
+        let name = widths
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("-");
+        println!(
+            "{name:>18} {:>7} {batch:>8} {:>12.3} {:>12.3} {:>7.1}x",
+            mlp.num_params(),
+            scalar * 1e3,
+            simd * 1e3,
+            scalar / simd
+        );
+    }
+}
