@@ -132,7 +132,8 @@ impl Runner {
         let effects = self.core.take_effects();
         for effect in &effects {
             let done = match effect {
-                Effect::Append(record) => self.store.append(record),
+                Effect::Append(record) => self.store.append(record, true),
+                Effect::Note(record) => self.store.append(record, false),
                 Effect::Checkpoint { checkpoint, log } => self.store.replace(checkpoint, log),
                 _ => Ok(()),
             };
@@ -145,7 +146,7 @@ impl Runner {
         }
         for effect in effects {
             match effect {
-                Effect::Append(_) | Effect::Checkpoint { .. } => {}
+                Effect::Append(_) | Effect::Note(_) | Effect::Checkpoint { .. } => {}
                 Effect::Send { to, msg } => self.net.send(to, msg),
                 Effect::Reply { req, reply } => {
                     if let Some(client) = self.clients.remove(&req) {

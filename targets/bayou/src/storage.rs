@@ -91,12 +91,13 @@ impl Store {
         Ok((store, checkpoint, records))
     }
 
-    /// Appends a record; durable after the next [`Store::sync`].
-    pub fn append(&mut self, record: &Record) -> Result<(), StorageError> {
+    /// Appends a record; durable after the next [`Store::sync`] if `sync`, else only as
+    /// durable as the OS makes it (it survives a process kill, not a power cut).
+    pub fn append(&mut self, record: &Record, sync: bool) -> Result<(), StorageError> {
         let mut line = serde_json::to_vec(record).unwrap_or_default();
         line.push(b'\n');
         self.file.write_all(&line).map_err(io(&self.log_path))?;
-        self.needs_sync = true;
+        self.needs_sync |= sync;
         Ok(())
     }
 
@@ -178,16 +179,12 @@ mod tests {
         {
             let (mut store, ck, records) = Store::open(dir.path()).unwrap();
             assert!(ck.is_none() && records.is_empty());
-            store.append(&write(1)).unwrap();
-            store
-                .append(&Record::Commit {
-                    csn: 1,
-                    wid: Wid {
-                        stamp: 1,
-                        replica: 2,
-                    },
-                })
-                .unwrap();
+            store.append(&write(1), true).unwrap();
+            let wid = Wid {
+                stamp: 1,
+                replica: 2,
+            };
+            store.append(&Record::Commit { csn: 1, wid }, true).unwrap();
             store.sync().unwrap();
         }
         let mut f = OpenOptions::new()
@@ -203,7 +200,7 @@ mod tests {
             ..Checkpoint::default()
         };
         store.replace(&ck, &[write(2)]).unwrap();
-        store.append(&write(3)).unwrap();
+        store.append(&write(3), true).unwrap();
         store.sync().unwrap();
         drop(store);
         let (_, back, records) = Store::open(dir.path()).unwrap();

@@ -179,4 +179,7 @@ pub enum Record {
         /// The write.
         wid: Wid,
     },
+    /// `lose-tentative` only: the stamp of a write held but not logged. The version vector
+    /// survives a restart, the write does not, so peers never send it again.
+    Seen(Wid),
 }

@@ -204,7 +204,8 @@ impl Sim {
         };
         for effect in effects {
             match effect {
-                Effect::Append(record) => self.node(id).log.push(record),
+                // A crash here is a process kill: unsynced notes reached the OS too.
+                Effect::Append(record) | Effect::Note(record) => self.node(id).log.push(record),
                 Effect::Checkpoint { checkpoint, log } => {
                     self.stats.checkpoints += 1;
                     let node = self.node(id);

@@ -15,7 +15,8 @@
 //!   and a replay, by construction.
 //!
 //! The driver executes effects in order with one rule: every `Append`/`Checkpoint` of a
-//! call is durable (fsync) before any `Send` or `Reply` of that call leaves the replica.
+//! call is durable (fsync) before any `Send` or `Reply` of that call leaves the replica
+//! (`Note`s are written but not waited for).
 
 mod sync;
 #[cfg(test)]
@@ -155,6 +156,9 @@ impl Reply {
 pub enum Effect {
     /// Append a record to the log.
     Append(Record),
+    /// Append a record to the log without waiting for it to be durable: a process kill
+    /// keeps it (it reached the OS), an OS crash may not (`lose-tentative`'s metadata).
+    Note(Record),
     /// Atomically replace the checkpoint, then the log with these records.
     Checkpoint {
         /// The new checkpoint.
@@ -512,6 +516,7 @@ impl Core {
         if log {
             if self.cfg.bugs.lose_tentative {
                 self.unlogged.insert(wid);
+                self.effects.push(Effect::Note(Record::Seen(wid)));
             } else {
                 self.effects
                     .push(Effect::Append(Record::Write(write.clone())));

@@ -31,6 +31,10 @@ impl Core {
                         self.commit_one(*wid, false);
                     }
                 }
+                Record::Seen(wid) => {
+                    vv_raise(&mut self.vv, wid.replica, wid.stamp);
+                    self.clock = self.clock.max(wid.stamp);
+                }
             }
         }
         if self.is_primary() {
@@ -82,7 +86,9 @@ impl Core {
             });
         }
         for w in self.tentative.values() {
-            if !self.unlogged.contains(&w.wid) {
+            if self.unlogged.contains(&w.wid) {
+                log.push(Record::Seen(w.wid));
+            } else {
                 log.push(Record::Write(w.clone()));
             }
         }

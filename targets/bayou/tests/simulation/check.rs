@@ -130,31 +130,33 @@ impl Observer {
     pub fn final_check(&self, cores: &[&Core]) -> Vec<Violation> {
         let mut out = self.violations.clone();
         out.extend(identical(cores));
-        let Some(first) = cores.first() else {
-            return out;
-        };
-        let mut counter_floor: BTreeMap<&str, i64> = BTreeMap::new();
-        for a in &self.acked {
-            let value = first.read_value(&a.key, None);
-            let present = match &a.op {
-                Op::Add { element } => elements(&value).contains(element),
-                Op::Book { id, .. } => value["schedule"]
-                    .as_array()
-                    .is_some_and(|rows| rows.iter().any(|r| r[0].as_i64() == Some(*id))),
-                Op::Incr { delta } => {
-                    *counter_floor.entry(&a.key).or_insert(0) += delta;
-                    true
+        // Every acknowledged write is in every replica's final state.
+        for core in cores {
+            let mut counter_floor: BTreeMap<&str, i64> = BTreeMap::new();
+            for a in &self.acked {
+                let value = core.read_value(&a.key, None);
+                let present = match &a.op {
+                    Op::Add { element } => elements(&value).contains(element),
+                    Op::Book { id, .. } => value["schedule"]
+                        .as_array()
+                        .is_some_and(|rows| rows.iter().any(|r| r[0].as_i64() == Some(*id))),
+                    Op::Incr { delta } => {
+                        *counter_floor.entry(&a.key).or_insert(0) += delta;
+                        true
+                    }
+                };
+                if !present {
+                    out.push(Violation::LostWrite(a.key.clone(), a.wid));
                 }
-            };
-            if !present {
-                out.push(Violation::LostWrite(a.key.clone(), a.wid));
+            }
+            for (key, floor) in counter_floor {
+                if core.read_value(key, None).as_i64().unwrap_or(0) < floor {
+                    out.push(Violation::LostWrite(key.to_string(), Wid::default()));
+                }
             }
         }
-        for (key, floor) in counter_floor {
-            if first.read_value(key, None).as_i64().unwrap_or(0) < floor {
-                out.push(Violation::LostWrite(key.to_string(), Wid::default()));
-            }
-        }
+        out.sort();
+        out.dedup();
         for core in cores {
             for key in core.keys() {
                 let value = core.read_value(&key, None);
