@@ -121,9 +121,14 @@ pub(crate) fn data(seen: &[Seen], dataset_size: Option<u64>) -> CheckResult {
                     .map(|s| json!([s.record.rank, s.record.step]))
                     .collect();
                 first.get_or_insert_with(|| {
+                    let who: Vec<String> = users
+                        .iter()
+                        .map(|s| format!("rank {} at step {}", s.record.rank, s.record.step))
+                        .collect();
                     format!(
-                        "epoch {epoch}: sample {id} consumed {} times (rank, step): {by:?}",
-                        users.len()
+                        "epoch {epoch}: sample {id} consumed {} times, by {}",
+                        users.len(),
+                        who.join(" and ")
                     )
                 });
                 let ops = users.iter().take(2).map(|s| s.evidence()).collect();

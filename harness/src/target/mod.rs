@@ -5,6 +5,7 @@
 //! [`Client`] that turns workload invocations into requests.
 
 pub mod bayou;
+pub mod ddp;
 pub mod kv;
 pub mod txn;
 
@@ -175,6 +176,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
     vec![
         std::sync::Arc::new(kv::KvTarget),
         std::sync::Arc::new(txn::TxnTarget),
+        std::sync::Arc::new(ddp::DdpTarget),
         std::sync::Arc::new(bayou::BayouTarget),
     ]
 }

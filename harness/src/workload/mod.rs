@@ -5,6 +5,7 @@ pub mod bank;
 pub mod eventual;
 mod keys;
 pub mod register;
+pub mod train;
 pub mod txn;
 
 pub use keys::KeyRotation;
@@ -64,6 +65,7 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(txn::ListAppendWorkload),
         Box::new(txn::RwRegisterWorkload),
         Box::new(bank::BankWorkload),
+        Box::new(train::TrainWorkload),
         Box::new(eventual::SetWorkload),
         Box::new(eventual::BookingWorkload),
         Box::new(eventual::CounterWorkload),

@@ -19,7 +19,7 @@ pub enum Bug {
     ResumeWithoutSamplerState,
     /// Buckets summed in arrival order, different on every rank.
     UnorderedReduce,
-    /// A bucket late by more than 20 ms is replaced by the previous step's result.
+    /// On the last rank, a bucket late by more than 20 ms is replaced by the previous step's result.
     StaleBucket,
 }
 

@@ -91,8 +91,8 @@ pub struct Bugs {
     pub no_init_broadcast: bool,
     /// Buckets summed in arrival order.
     pub unordered_reduce: bool,
-    /// A bucket not reduced this long (ms) after its local gradient is replaced by the
-    /// previous step's result.
+    /// On the last rank, a bucket not reduced this long (ms) after its local gradient is
+    /// replaced by the previous step's result.
     pub stale_bucket_ms: Option<i64>,
 }
 
@@ -504,8 +504,10 @@ impl Core {
         match result {
             Some(avg) => self.avg[range].copy_from_slice(&avg),
             None => {
+                // Only the last rank gives up waiting, so it alone applies an old result.
+                let last_rank = self.cfg.rank + 1 == self.cfg.world;
                 let stale = match (self.cfg.bugs.stale_bucket_ms, self.local_at[b]) {
-                    (Some(limit), Some(at)) => now - at > limit && step > 1,
+                    (Some(limit), Some(at)) => last_rank && now - at > limit && step > 1,
                     _ => false,
                 };
                 if !stale {

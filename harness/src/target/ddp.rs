@@ -1,0 +1,272 @@
+//! The bundled data-parallel training cluster (`targets/ddp`): how to start it and its
+//! client.
+//!
+//! Every rank trains on its own; the harness only watches. Each logical process follows
+//! one rank (process `p` follows rank `p mod W`) and records every step that rank commits
+//! as one `step` op: `POST /steps {"after": last, "wait_ms": .., "max": 1}` long-polls
+//! for the next committed step, whose record becomes the op's value. Watching changes
+//! nothing, so a poll that sees no new step, or a rank that cannot be reached, is a
+//! `fail` (nothing was observed), never `info`: the process keeps following its rank.
+
+use super::{
+    bundled_node_args, poll_until, BoxFuture, BugInfo, Client, Completion, Invocation, Target,
+    TargetOptions,
+};
+use serde_json::{json, Value};
+use splitbrain_checkers::OpType;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The bundled DDP training cluster.
+pub struct DdpTarget;
+
+/// Training settings every rank and the reference replay share (small enough that a
+/// step takes milliseconds on one core: 32-128-128-10, 22k parameters).
+pub const TRAIN_ARGS: &[&str] = &[
+    "--seed",
+    "7",
+    "--dataset-size",
+    "2048",
+    "--input",
+    "32",
+    "--hidden",
+    "128,128",
+    "--classes",
+    "10",
+    "--batch",
+    "16",
+    "--lr",
+    "0.05",
+    "--momentum",
+    "0.9",
+    "--bucket-kib",
+    "32",
+    "--ckpt-every",
+    "5",
+];
+
+/// Samples in the data set ([`TRAIN_ARGS`]).
+pub const DATASET_SIZE: u64 = 2048;
+
+/// Pause between steps: bounds the history (and the reference replay) to a few thousand
+/// steps a minute.
+const STEP_DELAY_MS: &str = "20";
+/// No progress for this long makes a rank abort the step and re-form the group.
+const STEP_TIMEOUT_MS: &str = "1000";
+
+const BUGS: &[BugInfo] = &[
+    BugInfo {
+        name: "skip-allreduce",
+        description: "rank 1 applies its local gradient instead of the average every 5th step; replicas diverge (ddp-replicas, ddp-reference) (fault: none needed)",
+    },
+    BugInfo {
+        name: "no-init-broadcast",
+        description: "ranks start from their own random parameters instead of rank 0's; replicas differ from step 1 (ddp-replicas) (fault: none needed)",
+    },
+    BugInfo {
+        name: "sampler-overlap",
+        description: "the last rank reads rank 0's shard; samples used twice and others never (ddp-data) (fault: none needed)",
+    },
+    BugInfo {
+        name: "resume-without-sampler-state",
+        description: "a resume from a checkpoint does not restore the data position; samples repeat or are skipped (ddp-data) (fault: kill, pause, partition)",
+    },
+    BugInfo {
+        name: "unordered-reduce",
+        description: "buckets summed in arrival order, a different order on every rank; floating-point results drift apart (ddp-replicas) (fault: none needed)",
+    },
+    BugInfo {
+        name: "stale-bucket",
+        description: "on the last rank, a bucket not reduced within 20 ms is replaced by the previous step's result; that replica diverges (ddp-replicas) (fault: slow)",
+    },
+];
+
+impl Target for DdpTarget {
+    fn name(&self) -> &'static str {
+        "ddp"
+    }
+    fn description(&self) -> &'static str {
+        "data-parallel training: W ranks, bucketed ring all-reduce over TCP, SGD with momentum, checkpoints, elastic recovery"
+    }
+    fn binary_name(&self) -> &'static str {
+        "splitbrain-ddp"
+    }
+    fn bugs(&self) -> &'static [BugInfo] {
+        BUGS
+    }
+    fn read_modes(&self) -> &'static [&'static str] {
+        &["committed"]
+    }
+    fn workloads(&self) -> &'static [&'static str] {
+        &["train"]
+    }
+
+    fn node_args(
+        &self,
+        i: usize,
+        client_addr: SocketAddr,
+        peer_listen: SocketAddr,
+        peer_addrs: &[SocketAddr],
+        data_dir: &std::path::Path,
+        opts: &TargetOptions,
+    ) -> Vec<String> {
+        let mut args = bundled_node_args(
+            i,
+            client_addr,
+            peer_listen,
+            peer_addrs,
+            data_dir,
+            &opts.bugs,
+        );
+        args.extend(TRAIN_ARGS.iter().map(|s| s.to_string()));
+        args.extend(
+            [
+                "--step-delay-ms",
+                STEP_DELAY_MS,
+                "--step-timeout-ms",
+                STEP_TIMEOUT_MS,
+            ]
+            .map(String::from),
+        );
+        args
+    }
+
+    fn wait_formed<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+        bound: Duration,
+    ) -> BoxFuture<'a, Result<(), ()>> {
+        Box::pin(poll_until(bound, move || async move {
+            for addr in addrs {
+                if !self.is_ready(http, *addr).await {
+                    return false;
+                }
+            }
+            true
+        }))
+    }
+
+    fn leaders<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        _addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Vec<usize>> {
+        // No rank leads: the ring is symmetric and any rank may start a re-formation.
+        Box::pin(async { Vec::new() })
+    }
+
+    fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
+        let rank = home % addrs.len().max(1);
+        Box::new(DdpClient {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .unwrap_or_default(),
+            addr: addrs.get(rank).copied(),
+            node: format!("n{}", rank + 1),
+            last: 0,
+            timeout: opts.op_timeout,
+        })
+    }
+}
+
+/// Follows one rank's committed steps.
+struct DdpClient {
+    http: reqwest::Client,
+    addr: Option<SocketAddr>,
+    node: String,
+    /// Last step recorded.
+    last: u64,
+    timeout: Duration,
+}
+
+impl DdpClient {
+    fn fail(&self, op: &Invocation, error: String) -> Completion {
+        Completion {
+            op_type: OpType::Fail,
+            value: op.value.clone(),
+            node: Some(self.node.clone()),
+            error: Some(json!(error)),
+        }
+    }
+}
+
+/// The first step record of a `/steps` answer.
+fn first_step(answer: &Value) -> Option<(u64, Value)> {
+    let rec = answer.get("steps")?.as_array()?.first()?.clone();
+    Some((rec.get("step")?.as_u64()?, rec))
+}
+
+impl Client for DdpClient {
+    fn invoke<'a>(&'a mut self, op: &'a Invocation) -> BoxFuture<'a, Completion> {
+        Box::pin(async move {
+            let Some(addr) = self.addr else {
+                return self.fail(op, "no rank to follow".into());
+            };
+            if op.f != "step" {
+                return self.fail(op, format!("the ddp target cannot perform {:?}", op.f));
+            }
+            // Leave the client's timeout some room to carry the answer back.
+            let wait = self.timeout.saturating_sub(Duration::from_millis(300));
+            let body = json!({"after": self.last, "wait_ms": wait.as_millis() as u64, "max": 1});
+            let sent = self
+                .http
+                .post(format!("http://{addr}/steps"))
+                .timeout(self.timeout)
+                .json(&body)
+                .send()
+                .await;
+            let answer = match sent {
+                Ok(r) => r.json::<Value>().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match answer.as_ref().map(first_step) {
+                Ok(Some((step, rec))) => {
+                    self.last = step;
+                    Completion {
+                        op_type: OpType::Ok,
+                        value: rec,
+                        node: Some(self.node.clone()),
+                        error: None,
+                    }
+                }
+                Ok(None) => self.fail(op, "no new committed step".into()),
+                Err(e) => self.fail(op, format!("unreachable: {e}")),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_first_record_of_an_answer() {
+        let a = json!({"type": "ok", "steps": [{"step": 4, "rank": 1}, {"step": 5}]});
+        assert_eq!(first_step(&a), Some((4, json!({"step": 4, "rank": 1}))));
+        assert_eq!(first_step(&json!({"steps": []})), None);
+        assert_eq!(first_step(&json!({"steps": [{"rank": 1}]})), None);
+    }
+
+    #[test]
+    fn node_args_carry_the_training_settings_and_bugs() {
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let opts = TargetOptions {
+            shards: 1,
+            read_mode: None,
+            bugs: vec!["stale-bucket".into()],
+            op_timeout: Duration::from_secs(1),
+            hedge_delay: Duration::ZERO,
+            workload: "train".into(),
+        };
+        let args = DdpTarget.node_args(0, a, a, &[a, a], std::path::Path::new("/tmp/x"), &opts);
+        let joined = args.join(" ");
+        assert!(joined.contains("--peer 2=127.0.0.1:1") && joined.contains("--bug stale-bucket"));
+        assert!(
+            joined.contains("--dataset-size 2048")
+                && joined.contains(&format!("--dataset-size {DATASET_SIZE}"))
+        );
+    }
+}

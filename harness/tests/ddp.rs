@@ -1,0 +1,179 @@
+//! End-to-end runs against the bundled training cluster (`splitbrain-ddp`): real rank
+//! processes on loopback, each rank followed by one process, checked by the four DDP
+//! checks (the reference from the single-process replay). Each run is bounded in time
+//! and leaves no process behind.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `splitbrain test --target ddp --workload train ARGS` with 4 ranks in a fresh
+/// store; returns the exit code and results.json.
+fn run_ddp(args: &[&str]) -> (Option<i32>, Value, tempfile::TempDir) {
+    let store = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .args([
+            "test",
+            "--target",
+            "ddp",
+            "--workload",
+            "train",
+            "--nodes",
+            "4",
+            "--concurrency",
+            "4",
+        ])
+        .args(["--rate", "0", "--no-progress"])
+        .args(args)
+        .arg("--store")
+        .arg(store.path())
+        .output()
+        .unwrap();
+    let results = std::fs::read(store.path().join("latest/results.json")).unwrap_or_else(|e| {
+        panic!(
+            "no results.json ({e}); is splitbrain-ddp built beside splitbrain? stdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let results: Value = serde_json::from_slice(&results).unwrap();
+    assert!(
+        no_process_mentions(store.path()),
+        "rank processes outlived the run"
+    );
+    (out.status.code(), results, store)
+}
+
+fn no_process_mentions(store: &Path) -> bool {
+    let marker = store.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    !entries.flatten().any(|e| {
+        e.file_name().to_string_lossy().parse::<u32>().is_ok()
+            && std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+    })
+}
+
+/// checker name -> (valid, anomaly types, explanation).
+fn verdicts(results: &Value) -> Vec<(String, Value, Vec<String>, String)> {
+    results["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let types = r["anomaly_types"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect();
+            (
+                r["checker"].as_str().unwrap_or("").to_string(),
+                r["valid"].clone(),
+                types,
+                r["explanation"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn ok_steps_by_process(store: &Path) -> std::collections::BTreeMap<u64, usize> {
+    let history = std::fs::read_to_string(store.join("latest/history.jsonl")).unwrap();
+    let mut by = std::collections::BTreeMap::new();
+    for line in history.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "ok" && v["f"] == "step" {
+            *by.entry(v["process"].as_u64().unwrap()).or_insert(0) += 1;
+        }
+    }
+    by
+}
+
+/// Correct mode under kills: every rank commits, every check holds, and the final
+/// parameters equal the single-process reference (issue 12, "done when").
+#[test]
+fn correct_training_survives_kills_and_matches_the_reference() {
+    let (code, results, store) = run_ddp(&[
+        "--nemesis",
+        "kill",
+        "--nemesis-interval",
+        "3",
+        "--time-limit",
+        "10",
+        "--seed",
+        "3",
+    ]);
+    let v = verdicts(&results);
+    assert_eq!(code, Some(0), "{v:#?}");
+    let names: Vec<&str> = v.iter().map(|(n, ..)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["ddp-replicas", "ddp-data", "ddp-progress", "ddp-reference"]
+    );
+    for (name, valid, _, why) in &v {
+        assert_eq!(valid, &Value::Bool(true), "{name}: {why}");
+    }
+    let by = ok_steps_by_process(store.path());
+    assert_eq!(by.len(), 4, "one process per rank: {by:?}");
+    assert!(
+        by.values().all(|n| *n >= 5),
+        "every rank committed steps: {by:?}"
+    );
+}
+
+/// skip-allreduce: rank 1 applies its own gradient every 5th step; the replicas diverge
+/// and the run leaves the reference.
+#[test]
+fn skip_allreduce_is_caught_by_replica_agreement_and_the_reference() {
+    let (code, results, _store) = run_ddp(&[
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "5",
+        "--seed",
+        "1",
+        "--bug",
+        "skip-allreduce",
+    ]);
+    let v = verdicts(&results);
+    assert_eq!(code, Some(1), "{v:#?}");
+    let replicas = v.iter().find(|(n, ..)| n == "ddp-replicas").unwrap();
+    assert_eq!(replicas.1, Value::Bool(false));
+    assert_eq!(replicas.2, ["replica-divergence"]);
+    assert!(
+        replicas.3.contains("step 5"),
+        "the first skipped step: {}",
+        replicas.3
+    );
+    let reference = v.iter().find(|(n, ..)| n == "ddp-reference").unwrap();
+    assert_eq!(reference.1, Value::Bool(false), "{}", reference.3);
+}
+
+/// sampler-overlap: the last rank reads rank 0's shard; samples are used twice.
+#[test]
+fn sampler_overlap_is_caught_by_exactly_once_data() {
+    let (code, results, _store) = run_ddp(&[
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "4",
+        "--seed",
+        "2",
+        "--bug",
+        "sampler-overlap",
+    ]);
+    let v = verdicts(&results);
+    assert_eq!(code, Some(1), "{v:#?}");
+    let data = v.iter().find(|(n, ..)| n == "ddp-data").unwrap();
+    assert_eq!(data.1, Value::Bool(false));
+    assert!(data.2.contains(&"duplicate-sample".to_string()), "{data:?}");
+    let replicas = v.iter().find(|(n, ..)| n == "ddp-replicas").unwrap();
+    assert_eq!(
+        replicas.1,
+        Value::Bool(true),
+        "the replicas still agree: {}",
+        replicas.3
+    );
+}
