@@ -178,7 +178,7 @@ fn carried_indices_survive_parallel_chunks_of_a_big_json_lines_file() {
     // ops past the first chunk carry (position-equal) indices, and one where a late op
     // carries a different one.
     let line = |i: u64, index: Option<u64>| {
-        let t = if i % 2 == 0 { "invoke" } else { "ok" };
+        let t = if i.is_multiple_of(2) { "invoke" } else { "ok" };
         let index = index.map(|x| format!("\"index\":{x},")).unwrap_or_default();
         format!(
             "{{{index}\"process\":{},\"type\":\"{t}\",\"f\":\"write\",\"value\":[{i},\"padding-padding-padding\"]}}\n",
@@ -203,4 +203,18 @@ fn carried_indices_survive_parallel_chunks_of_a_big_json_lines_file() {
         (h.op_index(49_999), h.op_index(50_000), h.op_index(50_001)),
         (49_999, 7, 50_001)
     );
+}
+
+#[test]
+fn structure_errors_name_ops_by_their_carried_index() {
+    // Process 0 invokes twice; the ops carry indices 40 and 41 (EDN and JSON Lines).
+    let edn = "{:process 0 :type :invoke :f :read :index 40}\n{:process 0 :type :invoke :f :read :index 41}\n";
+    let jsonl = "{\"index\":40,\"process\":0,\"type\":\"invoke\",\"f\":\"read\"}\n{\"index\":41,\"process\":0,\"type\":\"invoke\",\"f\":\"read\"}\n";
+    for text in [edn, jsonl] {
+        let e = read_err(text);
+        assert_eq!(
+            e, "history op 41: process 0 invokes while its op at index 40 is still open",
+            "{text}"
+        );
+    }
 }

@@ -169,19 +169,24 @@ impl History {
                 f: names.intern(&op.f),
             });
         }
-        let mut h = History::from_heads(heads, names.names, None)?;
+        let mut h = History::from_heads(heads, names.names, None, indices)?;
         h.ops = OnceLock::from(ops);
-        h.indices = indices;
         Ok(h)
     }
 
-    /// A history whose ops stay as text in `source` until asked for.
+    /// A history whose ops stay as text in `source` until asked for. `indices` are the
+    /// ones the ops carried (one per op), kept unless they are simply the positions; a
+    /// malformed pairing is reported by them.
     pub(crate) fn from_heads(
         heads: Vec<OpHead>,
         names: Vec<String>,
         source: Option<Arc<LineSource>>,
+        indices: Option<Vec<u64>>,
     ) -> Result<History, HistoryError> {
-        let slots = pairing::pair_heads(&heads, &names)?;
+        let indices = indices.filter(|ix| {
+            ix.len() == heads.len() && ix.iter().enumerate().any(|(i, &x)| x != i as u64)
+        });
+        let slots = pairing::pair_heads(&heads, &names, indices.as_deref())?;
         Ok(History {
             ops: OnceLock::new(),
             source,
@@ -189,17 +194,8 @@ impl History {
             names,
             slots,
             pairs: OnceLock::new(),
-            indices: None,
+            indices,
         })
-    }
-
-    /// Records the indices the history's ops carried (one per op), unless they are
-    /// simply the positions.
-    pub(crate) fn with_indices(mut self, indices: Option<Vec<u64>>) -> History {
-        self.indices = indices.filter(|ix| {
-            ix.len() == self.heads.len() && ix.iter().enumerate().any(|(i, &x)| x != i as u64)
-        });
-        self
     }
 
     /// The index by which the history's own file names the op at `pos`: its `index` field

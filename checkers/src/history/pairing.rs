@@ -4,11 +4,18 @@
 use super::{HistoryError, Op, OpHead, OpPair, OpType, Outcome, PairSlot, Process};
 use std::collections::HashMap;
 
-/// Pairs every client invoke with its completion; slots are in invoke order.
+/// Pairs every client invoke with its completion; slots are in invoke order. Errors name
+/// ops by `indices` (the history's own) where given, else by position.
 pub(crate) fn pair_heads(
     heads: &[OpHead],
     names: &[String],
+    indices: Option<&[u64]>,
 ) -> Result<Vec<PairSlot>, HistoryError> {
+    let index = |pos: usize| {
+        indices
+            .and_then(|ix| ix.get(pos).copied())
+            .unwrap_or(pos as u64)
+    };
     // Open invoke of each process: (its position, its slot in `slots`).
     let mut open = OpenInvokes::new(heads.len());
     let mut slots: Vec<PairSlot> = Vec::new();
@@ -20,9 +27,10 @@ pub(crate) fn pair_heads(
             OpType::Invoke => {
                 if let Some((prev, _)) = open.get(p) {
                     return Err(HistoryError::Structure {
-                        index: pos as u64,
+                        index: index(pos),
                         reason: format!(
-                            "process {p} invokes while its op at index {prev} is still open"
+                            "process {p} invokes while its op at index {} is still open",
+                            index(prev)
                         ),
                     });
                 }
@@ -43,7 +51,7 @@ pub(crate) fn pair_heads(
                     }
                     let f = names.get(head.f as usize).map(String::as_str).unwrap_or("");
                     return Err(HistoryError::Structure {
-                        index: pos as u64,
+                        index: index(pos),
                         reason: format!(
                             "process {p} completes `{f}` with {} but has no open invoke",
                             t.as_str()

@@ -262,8 +262,12 @@ pub(crate) fn read_json_lines_lazy(
     if !unnamed.is_empty() {
         name_completions(&mut heads, &unnamed, &source, ctx)?;
     }
-    let history = History::from_heads(heads, names.names, Some(Arc::new(source)))?;
-    Ok(history.with_indices(carries_indices.then_some(indices)))
+    History::from_heads(
+        heads,
+        names.names,
+        Some(Arc::new(source)),
+        carries_indices.then_some(indices),
+    )
 }
 
 /// Gives each op in `unnamed` (position, line) that carries no `f` and no transaction
