@@ -4,44 +4,12 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
-/// Runs `splitbrain test --target txn ARGS` in a fresh store; returns the exit code, the
-/// results.json and the store (kept alive for the caller).
+mod support;
+
+/// Runs `splitbrain test --target txn --nodes 3 ARGS` in a fresh store.
 fn run_txn(args: &[&str]) -> (Option<i32>, Value, tempfile::TempDir) {
-    let store = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_splitbrain"))
-        .args(["test", "--target", "txn", "--nodes", "3", "--no-progress"])
-        .args(args)
-        .arg("--store")
-        .arg(store.path())
-        .output()
-        .unwrap();
-    let results = std::fs::read(store.path().join("latest/results.json")).unwrap_or_else(|e| {
-        panic!(
-            "no results.json ({e}); stdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let results: Value = serde_json::from_slice(&results).unwrap();
-    assert!(
-        no_process_mentions(store.path()),
-        "node processes outlived the run"
-    );
-    (out.status.code(), results, store)
-}
-
-fn no_process_mentions(store: &Path) -> bool {
-    let marker = store.display().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    !entries.flatten().any(|e| {
-        e.file_name().to_string_lossy().parse::<u32>().is_ok()
-            && std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
-    })
+    support::run_target("txn", 3, args)
 }
 
 fn strings(v: &Value) -> Vec<String> {

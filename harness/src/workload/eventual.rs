@@ -11,13 +11,10 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
-// PENDING-EVENTUAL: the checkers land in checkers::eventual shortly.
-#[derive(Debug, Clone, Copy)]
-pub enum EventualDataType {
-    Set,
-    Counter,
-    Booking,
-}
+use splitbrain_checkers::eventual::{
+    BookingChecker, CommittedPrefixChecker, ConvergenceChecker, EventualDataType,
+    SessionGuaranteesChecker, SetFullChecker,
+};
 use splitbrain_checkers::Checker;
 use std::collections::BTreeSet;
 
@@ -31,8 +28,21 @@ const BOOKING_ACTIVE_DAYS: usize = 2;
 const BOOKING_OPS_PER_DAY: usize = 4 * (BOOKING_ROOMS * BOOKING_SLOTS) as usize;
 
 /// The checkers of one eventual-consistency workload.
-pub fn checkers_for(_kind: EventualDataType) -> Vec<Box<dyn Checker>> {
-    Vec::new()
+pub fn checkers_for(kind: EventualDataType) -> Vec<Box<dyn Checker>> {
+    let mut out: Vec<Box<dyn Checker>> = vec![Box::new(ConvergenceChecker::new(kind))];
+    match kind {
+        EventualDataType::Set => {
+            out.push(Box::new(SetFullChecker));
+            out.push(Box::new(CommittedPrefixChecker));
+        }
+        EventualDataType::Booking => {
+            out.push(Box::new(BookingChecker));
+            out.push(Box::new(CommittedPrefixChecker));
+        }
+        EventualDataType::Counter => {}
+    }
+    out.push(Box::new(SessionGuaranteesChecker::new(kind)));
+    out
 }
 
 /// Keys handed out so far, for the final reads of every one of them.
