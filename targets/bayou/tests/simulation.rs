@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 
 #[path = "simulation/check.rs"]
 mod check;
-use check::{Acked, Observer, Violation};
+use check::{Acked, Observer, Stats, Violation};
 
 const NODES: u64 = 3;
 const SET_KEYS: [&str; 2] = ["s0", "s1"];
@@ -101,41 +101,6 @@ struct Flight {
     from: ReplicaId,
     to: ReplicaId,
     msg: Message,
-}
-
-/// What the run did (printed, and checked to be non-trivial).
-#[derive(Default, Debug, Clone, Copy)]
-pub struct Stats {
-    writes_acked: u64,
-    reads_ok: u64,
-    session_behind: u64,
-    unknown: u64,
-    crashes: u64,
-    partitions: u64,
-    messages: u64,
-    dropped: u64,
-    duplicated: u64,
-    checkpoints: u64,
-    /// Time from heal to identical replicas (in a sum: of all seeds; max in `slowest`).
-    converge_ms: i64,
-    slowest_converge_ms: i64,
-}
-
-impl Stats {
-    fn add(&mut self, o: &Stats) {
-        self.writes_acked += o.writes_acked;
-        self.reads_ok += o.reads_ok;
-        self.session_behind += o.session_behind;
-        self.unknown += o.unknown;
-        self.crashes += o.crashes;
-        self.partitions += o.partitions;
-        self.messages += o.messages;
-        self.dropped += o.dropped;
-        self.duplicated += o.duplicated;
-        self.checkpoints += o.checkpoints;
-        self.converge_ms += o.converge_ms;
-        self.slowest_converge_ms = self.slowest_converge_ms.max(o.converge_ms);
-    }
 }
 
 /// A client session: its vectors, and the request it waits on (at most one).

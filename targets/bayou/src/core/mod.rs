@@ -24,7 +24,8 @@ mod tests;
 
 use crate::db::{Db, Object};
 use crate::types::{
-    vv_le, vv_raise, Checkpoint, Csn, Kind, Message, Op, Record, ReplicaId, Session, Vv, Wid, Write,
+    vv_get, vv_le, vv_raise, Checkpoint, Csn, Kind, Message, Op, Record, ReplicaId, Session, Vv,
+    Wid, Write,
 };
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -292,14 +293,20 @@ impl Core {
         }
     }
 
-    /// The committed writes after the checkpoint, as `(csn, wid)`, then the tentative
-    /// ones in order (`csn` None): this replica's log order.
-    pub fn log_order(&self) -> Vec<(Option<Csn>, Wid)> {
+    /// The committed writes after the checkpoint, as `(csn, wid)` in CSN order.
+    pub fn committed_ids(&self) -> impl Iterator<Item = (Csn, Wid)> + '_ {
         let base = self.ckpt.csn;
         self.committed
             .iter()
             .enumerate()
-            .map(|(i, w)| (Some(base + 1 + i as u64), w.wid))
+            .map(move |(i, w)| (base + 1 + i as u64, w.wid))
+    }
+
+    /// The committed writes after the checkpoint, as `(csn, wid)`, then the tentative
+    /// ones in order (`csn` None): this replica's log order.
+    pub fn log_order(&self) -> Vec<(Option<Csn>, Wid)> {
+        self.committed_ids()
+            .map(|(csn, wid)| (Some(csn), wid))
             .chain(self.tentative.keys().map(|wid| (None, *wid)))
             .collect()
     }
@@ -335,9 +342,9 @@ impl Core {
         self.settle();
     }
 
-    /// A message from replica `from`.
-    pub fn receive(&mut self, from: ReplicaId, msg: Message, now: i64) {
-        let _ = now;
+    /// A message from replica `from`. (`_now` is unused: anti-entropy needs no time, only
+    /// the Lamport clock; it is passed like to every other input of the core.)
+    pub fn receive(&mut self, from: ReplicaId, msg: Message, _now: i64) {
         match msg {
             Message::Hello { vv, csn } => {
                 let batch = self.batch_for(&vv, csn);
@@ -496,7 +503,7 @@ impl Core {
 
     /// True if this replica holds `wid` (in the checkpoint, committed or tentative).
     fn holds(&self, wid: Wid) -> bool {
-        wid.stamp <= crate::types::vv_get(&self.ckpt.omitted, wid.replica)
+        wid.stamp <= vv_get(&self.ckpt.omitted, wid.replica)
             || self.tentative.contains_key(&wid)
             || self.csn_of.contains_key(&wid)
     }

@@ -144,10 +144,7 @@ impl Core {
             Vec::new()
         } else {
             let after = csn.max(self.ckpt.csn);
-            self.committed
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (self.ckpt.csn + 1 + i as u64, w.wid))
+            self.committed_ids()
                 .filter(|(c, _)| *c > after)
                 .take(self.cfg.max_batch)
                 .collect()

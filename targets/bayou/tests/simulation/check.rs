@@ -1,10 +1,57 @@
-//! The simulation's observer and final checks.
+//! The simulation's figures, observer and final checks.
 
 use serde_json::Value;
 use splitbrain_bayou::core::Core;
 use splitbrain_bayou::db::set_elements;
 use splitbrain_bayou::types::{Op, ReplicaId, Wid};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What the run did (printed, and checked to be non-trivial).
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Stats {
+    /// Writes answered ok.
+    pub writes_acked: u64,
+    /// Reads answered ok.
+    pub reads_ok: u64,
+    /// Requests refused `session-behind`.
+    pub session_behind: u64,
+    /// Requests whose replica crashed before answering.
+    pub unknown: u64,
+    /// Crash-restarts.
+    pub crashes: u64,
+    /// Partitions started.
+    pub partitions: u64,
+    /// Messages sent.
+    pub messages: u64,
+    /// Messages lost.
+    pub dropped: u64,
+    /// Messages delivered twice.
+    pub duplicated: u64,
+    /// Checkpoints written (folded or received).
+    pub checkpoints: u64,
+    /// Simulated time from heal to identical replicas (summed over seeds).
+    pub converge_ms: i64,
+    /// The longest of those.
+    pub slowest_converge_ms: i64,
+}
+
+impl Stats {
+    /// Adds another run's figures (maximum for the slowest convergence).
+    pub fn add(&mut self, o: &Stats) {
+        self.writes_acked += o.writes_acked;
+        self.reads_ok += o.reads_ok;
+        self.session_behind += o.session_behind;
+        self.unknown += o.unknown;
+        self.crashes += o.crashes;
+        self.partitions += o.partitions;
+        self.messages += o.messages;
+        self.dropped += o.dropped;
+        self.duplicated += o.duplicated;
+        self.checkpoints += o.checkpoints;
+        self.converge_ms += o.converge_ms;
+        self.slowest_converge_ms = self.slowest_converge_ms.max(o.converge_ms);
+    }
+}
 
 /// What went wrong, by kind (tests assert on the kind a bug must produce).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,8 +151,7 @@ impl Observer {
     /// Compares a replica's committed writes with the committed order seen so far
     /// (SOSP'95 §5: once committed at a position, a write stays there everywhere).
     pub fn committed(&mut self, core: &Core) {
-        for (csn, wid) in core.log_order() {
-            let Some(csn) = csn else { break };
+        for (csn, wid) in core.committed_ids() {
             match self.committed.get(&csn) {
                 None => {
                     self.committed.insert(csn, wid);
