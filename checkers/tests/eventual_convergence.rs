@@ -30,7 +30,7 @@ fn set_history(finals: [(&[i64], &[i64]); 3]) -> H {
 
 #[test]
 fn agreeing_final_reads_are_valid_and_report_the_time_to_converge() {
-    let h = set_history([(&[1, 2], &[]), (&[1], &[2]), (&[2, 1], &[])]);
+    let h = set_history([(&[1, 2], &[]), (&[1, 2], &[]), (&[1, 2], &[])]);
     let r = h.check(&set());
     expect(&r, Validity::Valid);
     // Quiescence point: the stop-partition op at position 7 (7 ms); the last replica's
@@ -43,12 +43,26 @@ fn agreeing_final_reads_are_valid_and_report_the_time_to_converge() {
 
 #[test]
 fn time_to_converge_waits_for_the_last_replica_to_settle() {
-    let mut h = set_history([(&[1, 2], &[]), (&[1], &[2]), (&[1], &[])]);
+    let mut h = set_history([(&[1, 2], &[]), (&[1, 2], &[]), (&[1], &[2])]);
     // n3 catches up in a second round.
     h.read_ct(3, "k", &[1, 2], &[], "n3");
     let r = h.check(&set());
     expect(&r, Validity::Valid);
     assert_eq!(r.details["convergence_ms"]["max"], json!(8.0));
+}
+
+#[test]
+fn the_same_writes_in_another_commit_order_or_still_tentative_have_not_converged() {
+    // Bayou's committed order is final and shared (Terry et al., SOSP 1995 §4.3).
+    let r = set_history([(&[1, 2], &[]), (&[1, 2], &[]), (&[2, 1], &[])]).check(&set());
+    expect(&r, Validity::Invalid);
+    mentions(
+        &r,
+        &["same writes, committed in another order: committed position 0 holds 2 at n3 (op 13) but 1 at n1 (op 9), n2 (op 11)"],
+    );
+    let r = set_history([(&[1, 2], &[]), (&[1, 2], &[]), (&[1], &[2])]).check(&set());
+    expect(&r, Validity::Invalid);
+    mentions(&r, &["has committed [2] that n3 (op 13) still holds as tentative"]);
 }
 
 #[test]
@@ -225,10 +239,11 @@ fn booking_schedules_compare_by_rows() {
     let good = json!({"committed": [1, 2], "tentative": [], "schedule": [[1, 1, 1], [2, 1, 2]]});
     h.read(2, "s", good.clone(), "n1");
     let mut g = h.clone();
+    // The same schedule with its rows in another order.
     g.read(
         2,
         "s",
-        json!({"committed": [1], "tentative": [2], "schedule": [[2, 1, 2], [1, 1, 1]]}),
+        json!({"committed": [1, 2], "tentative": [], "schedule": [[2, 1, 2], [1, 1, 1]]}),
         "n2",
     );
     expect(&g.check(&booking), Validity::Valid);

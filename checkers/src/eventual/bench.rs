@@ -29,7 +29,8 @@ pub struct SetGenConfig {
     pub ops: usize,
     /// Replicas (`n1`..).
     pub replicas: usize,
-    /// Keys; element `e` goes to key `e % keys`.
+    /// Keys; the `n`-th add goes to key `n % keys` as element `n / keys` (elements are
+    /// per key, as the checkers treat every key as its own set).
     pub keys: usize,
     /// Distinct elements added (each once).
     pub elements: usize,
@@ -125,7 +126,7 @@ pub fn simulate(cfg: &SetGenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) 
                 let add = added < cfg.elements
                     && (rng.gen_bool(add_share.min(1.0)) || pairs - invoked < cfg.elements - added);
                 let op = if add {
-                    let element = added as i64;
+                    let element = (added / keys) as i64;
                     let key = added % keys;
                     added += 1;
                     open[p] = Some(Open {
@@ -201,6 +202,25 @@ pub fn write_set_history(path: &Path, cfg: &SetGenConfig) -> io::Result<()> {
     out.flush()
 }
 
+/// CPU time (user + system, all threads) this process has used so far, in seconds
+/// (Linux, assuming 100 clock ticks a second), if known: unlike wall time it does not
+/// grow when other processes share the machine.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Wall and CPU seconds of `f`.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+    let (t, c) = (Instant::now(), cpu_seconds());
+    let out = f();
+    let cpu = cpu_seconds().zip(c).map_or(0.0, |(b, a)| b - a);
+    (out, t.elapsed().as_secs_f64(), cpu)
+}
+
 /// One measured run.
 #[derive(Debug, Clone)]
 pub struct SetBenchRun {
@@ -210,10 +230,10 @@ pub struct SetBenchRun {
     pub file_mib: f64,
     /// Seconds to write the file (not part of checking).
     pub generate_s: f64,
-    /// Seconds to read and parse it.
-    pub parse_s: f64,
-    /// Per checker: name, seconds, result.
-    pub checks: Vec<(String, f64, CheckResult)>,
+    /// Wall and CPU seconds to read and parse it.
+    pub parse_s: (f64, f64),
+    /// Per checker: name, wall and CPU seconds, result.
+    pub checks: Vec<(String, (f64, f64), CheckResult)>,
 }
 
 /// Generates, writes, reads and checks one history; the temp file is removed after.
@@ -233,11 +253,10 @@ pub fn measure(cfg: &SetGenConfig) -> Result<SetBenchRun, HistoryError> {
     let file_mib = std::fs::metadata(&path)
         .map(|m| m.len() as f64 / 1048576.0)
         .unwrap_or(0.0);
-    let t = Instant::now();
-    let history = crate::history::read::read_path(&path);
+    let (history, wall, cpu) = timed(|| crate::history::read::read_path(&path));
     let _ = std::fs::remove_file(&path);
     let history = history?;
-    let parse_s = t.elapsed().as_secs_f64();
+    let parse_s = (wall, cpu);
     let checkers: Vec<Box<dyn Checker>> = vec![
         Box::new(SetFullChecker),
         Box::new(ConvergenceChecker::new(EventualDataType::Set)),
@@ -246,9 +265,8 @@ pub fn measure(cfg: &SetGenConfig) -> Result<SetBenchRun, HistoryError> {
     let checks = checkers
         .iter()
         .map(|c| {
-            let t = Instant::now();
-            let r = c.check(&history);
-            (c.name(), t.elapsed().as_secs_f64(), r)
+            let (r, wall, cpu) = timed(|| c.check(&history));
+            (c.name(), (wall, cpu), r)
         })
         .collect();
     Ok(SetBenchRun {
@@ -273,14 +291,14 @@ pub fn run_table() -> String {
                 "{} ops, file {:.1} MiB, generated in {:.2} s (not counted)\n",
                 run.ops, run.file_mib, run.generate_s
             ));
-            out.push_str("step                 seconds  verdict   notes\n");
-            out.push_str(&format!(
-                "{:<20} {:<8.2} {:<9} \n",
-                "read + parse", run.parse_s, "-"
-            ));
+            out.push_str("step                 wall s  cpu s   verdict   notes\n");
+            let row = |name: &str, (wall, cpu): (f64, f64), verdict: &str, notes: &str| {
+                format!("{name:<20} {wall:<7.2} {cpu:<7.2} {verdict:<9} {notes}\n")
+            };
+            out.push_str(&row("read + parse", run.parse_s, "-", ""));
             let mut total = run.parse_s;
             for (name, s, r) in &run.checks {
-                total += s;
+                total = (total.0 + s.0, total.1 + s.1);
                 let notes = match name.as_str() {
                     "set-full" => format!(
                         "stale reads {} of {}, stable latency p50 {} ms p99 {} ms",
@@ -298,12 +316,9 @@ pub fn run_table() -> String {
                         r.details["reads"], r.details["sessions"]
                     ),
                 };
-                out.push_str(&format!(
-                    "{name:<20} {s:<8.2} {:<9} {notes}\n",
-                    r.valid.label()
-                ));
+                out.push_str(&row(name, *s, r.valid.label(), &notes));
             }
-            out.push_str(&format!("{:<20} {total:<8.2}\n", "total (read+check)"));
+            out.push_str(&row("total (read+check)", total, "", ""));
         }
         Err(e) => out.push_str(&format!("error: {e}\n")),
     }

@@ -19,7 +19,9 @@
 use super::convergence::{
     final_reads_by_replica, missing_reason, missing_replicas, row_text, FinalValue,
 };
-use super::view::{KeyOps, ReadOp, ReadValue, Reservation, ScheduleRow, UpdateArg, View};
+use super::view::{
+    KeyOps, ReadOp, ReadValue, ReadValues, Reservation, ScheduleRow, UpdateArg, View,
+};
 use super::{
     key_label, malformed_reason, op_index, short_list, EventualDataType, Verdict, MAX_CASES,
 };
@@ -232,7 +234,7 @@ impl Checker for BookingChecker {
     }
 
     fn check(&self, history: &History) -> CheckResult {
-        let view = View::build(history, EventualDataType::Booking);
+        let view = View::build(history, EventualDataType::Booking, ReadValues::Final);
         let mut cases: Vec<Case> = Vec::new();
         let mut unknown: Vec<String> = Vec::new();
         let (mut schedules, mut reservations) = (0usize, 0usize);
@@ -280,8 +282,15 @@ impl Checker for BookingChecker {
                 continue;
             }
             // Converged: every acknowledged reservation must be there.
-            if let (Some((FinalValue::Schedule(rows), r)), true) =
-                (distinct.iter().next(), missing.is_empty())
+            let converged = distinct.iter().next().filter(|_| missing.is_empty());
+            if let Some((
+                FinalValue::Schedule(rows)
+                | FinalValue::Ordered {
+                    schedule: Some(rows),
+                    ..
+                },
+                r,
+            )) = converged
             {
                 let ids: std::collections::BTreeSet<i64> =
                     rows.iter().map(|x: &ScheduleRow| x.0).collect();

@@ -2,14 +2,16 @@
 //! value holds every acknowledged update and nothing never attempted, and the time from
 //! the quiescence point to convergence is reported.
 //!
-//! Per key, each replica's converged value is its last final read. Sets compare as sets of
-//! elements, bookings as sets of schedule rows (ids when a read has no schedule), counters
-//! as integers; a counter must lie between the sum of acknowledged deltas and that sum plus
-//! the indeterminate ones. The time to converge of a key is the completion time of the
+//! Per key, each replica's converged value is its last final read. Reads that give an
+//! order (`committed` then `tentative`) must agree on both lists, since a committed order
+//! is final and shared (so a replica still holding a write as tentative, or committing in
+//! another order, has not converged); schedules compare as sets of rows; plain lists as
+//! sets of elements; counters as integers. A counter must lie between the sum of
+//! acknowledged deltas and that sum plus the indeterminate ones. The time to converge of a key is the completion time of the
 //! first final read of the last replica to settle (after which all its final reads return
 //! the common value), minus the quiescence point's time.
 
-use super::view::{KeyOps, ReadOp, ReadValue, ScheduleRow, View};
+use super::view::{KeyOps, ReadOp, ReadValue, ReadValues, ScheduleRow, View};
 use super::{
     key_label, malformed_reason, ms, op_index, quantiles, short_list, EventualDataType, Verdict,
     MAX_CASES,
@@ -41,6 +43,14 @@ pub(crate) enum FinalValue {
     Counter(i64),
     /// Sorted schedule rows.
     Schedule(Vec<ScheduleRow>),
+    /// A read that gives an order (Bayou's committed prefix, then tentative writes): two
+    /// replicas that hold the same writes but commit them in another order, or one that
+    /// never learns a commit, have not converged. Bookings keep their schedule too.
+    Ordered {
+        committed: Vec<i64>,
+        tentative: Vec<i64>,
+        schedule: Option<Vec<ScheduleRow>>,
+    },
 }
 
 impl FinalValue {
@@ -48,13 +58,18 @@ impl FinalValue {
         match v {
             ReadValue::Counter(n) => FinalValue::Counter(*n),
             ReadValue::Split {
-                schedule: Some(rows),
-                ..
-            } => {
-                let mut rows = rows.clone();
-                rows.sort_unstable();
-                FinalValue::Schedule(rows)
-            }
+                committed,
+                tentative,
+                schedule,
+            } => FinalValue::Ordered {
+                committed: committed.clone(),
+                tentative: tentative.clone(),
+                schedule: schedule.as_ref().map(|rows| {
+                    let mut rows = rows.clone();
+                    rows.sort_unstable();
+                    rows
+                }),
+            },
             other => FinalValue::Elements(other.element_set()),
         }
     }
@@ -64,6 +79,14 @@ impl FinalValue {
         match self {
             FinalValue::Elements(v) => v.iter().copied().collect(),
             FinalValue::Schedule(rows) => rows.iter().map(|r| r.0).collect(),
+            FinalValue::Ordered {
+                committed,
+                tentative,
+                schedule,
+            } => match schedule {
+                Some(rows) => rows.iter().map(|r| r.0).collect(),
+                None => committed.iter().chain(tentative).copied().collect(),
+            },
             FinalValue::Counter(_) => BTreeSet::new(),
         }
     }
@@ -122,12 +145,79 @@ impl FinalValue {
                     theirs.is_empty(),
                 )
             }
+            (
+                FinalValue::Ordered {
+                    committed: ca,
+                    tentative: ta,
+                    schedule: sa,
+                },
+                FinalValue::Ordered {
+                    committed: cb,
+                    tentative: tb,
+                    schedule: sb,
+                },
+            ) => {
+                // Content first (as for unordered values), then the order.
+                let as_set = |c: &[i64], t: &[i64]| -> Vec<i64> {
+                    let mut v: Vec<i64> = c.iter().chain(t).copied().collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                };
+                let (ea, eb) = (as_set(ca, ta), as_set(cb, tb));
+                if ea != eb {
+                    return FinalValue::Elements(ea).diff(me, &FinalValue::Elements(eb), them);
+                }
+                if let (Some(a), Some(b)) = (sa, sb) {
+                    if a != b {
+                        return FinalValue::Schedule(a.clone()).diff(
+                            me,
+                            &FinalValue::Schedule(b.clone()),
+                            them,
+                        );
+                    }
+                }
+                order_diff(me, (ca, ta), them, (cb, tb))
+            }
             (FinalValue::Counter(a), FinalValue::Counter(b)) => {
                 format!("{me} reads {a} where {them} reads {b}")
             }
             (a, b) => format!("{me} reads {a:?} where {them} reads {b:?}"),
         }
     }
+}
+
+/// How two replicas holding the same writes order them differently: the first committed
+/// position where they differ, or which writes one has committed and the other still
+/// holds as tentative.
+fn order_diff(me: &str, mine: (&[i64], &[i64]), them: &str, theirs: (&[i64], &[i64])) -> String {
+    let (ca, cb) = (mine.0, theirs.0);
+    if let Some(i) = ca.iter().zip(cb).position(|(a, b)| a != b) {
+        return format!(
+            "same writes, committed in another order: committed position {i} holds {} at {me} but {} at {them}",
+            ca[i], cb[i]
+        );
+    }
+    let (longer, shorter, holder, other) = if ca.len() >= cb.len() {
+        (ca, cb, me, them)
+    } else {
+        (cb, ca, them, me)
+    };
+    if longer.len() != shorter.len() {
+        return format!(
+            "same writes, but {holder} has committed {} that {other} still holds as tentative (committed prefix {} vs {})",
+            short_list(&longer[shorter.len()..]),
+            longer.len(),
+            shorter.len()
+        );
+    }
+    let (ta, tb) = (mine.1, theirs.1);
+    let i = ta.iter().zip(tb).position(|(a, b)| a != b).unwrap_or(0);
+    format!(
+        "same committed prefix, tentative writes in another order: position {i} holds {:?} at {me} but {:?} at {them}",
+        ta.get(i),
+        tb.get(i)
+    )
 }
 
 /// `id->(room, slot)` or `id->rejected`.
@@ -419,7 +509,7 @@ impl Checker for ConvergenceChecker {
     }
 
     fn check(&self, history: &History) -> CheckResult {
-        let view = View::build(history, self.data_type);
+        let view = View::build(history, self.data_type, ReadValues::Final);
         let results: Vec<KeyResult> = view
             .keys
             .iter()

@@ -146,6 +146,37 @@ fn malformed_reason(view: &view::View, history: &History) -> Option<String> {
     })
 }
 
+/// FNV-1a: a fast hash for the short keys, node names and ids these checkers index by,
+/// which are not chosen by an adversary.
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x0100_0000_01b3);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A hash map with [`Fnv`] hashing.
+type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
+
 /// Nanoseconds to milliseconds.
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6

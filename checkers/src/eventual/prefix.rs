@@ -6,7 +6,7 @@
 //! Replicas may lag (a shorter committed list is fine); only conflicting positions count.
 //! Reads without a `committed` list (plain lists, counters) are not judged.
 
-use super::view::{KeyOps, ReadOp, ReadValue, View};
+use super::view::{KeyOps, ReadOp, ReadValue, ReadValues, View};
 use super::{key_label, op_index, EventualDataType, Verdict, MAX_CASES};
 use crate::history::History;
 use crate::verdict::{CheckResult, Checker};
@@ -107,7 +107,7 @@ impl Checker for CommittedPrefixChecker {
 
     fn check(&self, history: &History) -> CheckResult {
         // Set decoding reads every committed list; a booking's schedule is not needed here.
-        let view = View::build(history, EventualDataType::Set);
+        let view = View::build(history, EventualDataType::Set, ReadValues::All);
         let (mut judged, mut conflicts, mut duplicates) = (0, 0, 0);
         let mut cases = Vec::new();
         for key in &view.keys {

@@ -92,6 +92,17 @@ fn string_end(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
+/// Bytes that matter when skipping a nested value: quotes and brackets.
+const STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'[' as usize] = true;
+    t[b']' as usize] = true;
+    t[b'{' as usize] = true;
+    t[b'}' as usize] = true;
+    t
+};
+
 /// Index just past the JSON value starting at `i`.
 fn value_end(b: &[u8], i: usize) -> Option<usize> {
     match b.get(i)? {
@@ -100,19 +111,20 @@ fn value_end(b: &[u8], i: usize) -> Option<usize> {
             let mut depth = 0usize;
             let mut j = i;
             loop {
-                match b.get(j)? {
+                // Skip digits, commas and spaces in one tight loop.
+                j += b.get(j..)?.iter().position(|&c| STRUCTURAL[c as usize])?;
+                match b[j] {
                     b'"' => {
                         j = string_end(b, j)?;
                         continue;
                     }
                     b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
+                    _ => {
                         depth -= 1;
                         if depth == 0 {
                             return Some(j + 1);
                         }
                     }
-                    _ => {}
                 }
                 j += 1;
             }

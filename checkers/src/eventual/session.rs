@@ -15,13 +15,12 @@
 //! of the session's acknowledged deltas; the write guarantees cannot be checked on a sum.
 //! Counts are of violating reads, per guarantee.
 
-use super::view::{KeyOps, UpdateArg, View};
-use super::{key_label, malformed_reason, op_index, EventualDataType, Verdict, MAX_CASES};
+use super::view::{KeyOps, ReadValues, UpdateArg, View};
+use super::{key_label, malformed_reason, op_index, EventualDataType, FastMap, Verdict, MAX_CASES};
 use crate::history::{History, Outcome};
 use crate::verdict::{CheckResult, Checker};
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 
 /// Checks the four session guarantees; see the module docs.
 #[derive(Debug, Clone)]
@@ -92,7 +91,7 @@ const NONE: usize = usize::MAX;
 /// element `i`. Dense when small, one map per session otherwise.
 enum FirstSeen {
     Dense { n: usize, f: Vec<usize> },
-    Sparse(Vec<HashMap<u32, usize>>),
+    Sparse(Vec<FastMap<u32, usize>>),
 }
 
 impl FirstSeen {
@@ -103,7 +102,7 @@ impl FirstSeen {
                 f: vec![NONE; sessions * elems],
             }
         } else {
-            FirstSeen::Sparse(vec![HashMap::new(); sessions])
+            FirstSeen::Sparse(vec![FastMap::default(); sessions])
         }
     }
     #[inline]
@@ -149,7 +148,12 @@ struct Write {
 }
 
 /// Checks sets and bookings on one key.
-fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
+fn check_elements(
+    history: &History,
+    view: &View,
+    key: &KeyOps,
+    max_follow_words: usize,
+) -> KeyFindings {
     let idx = |p: usize| op_index(history, p);
     let kl = key_label(&key.name);
     let mut out = KeyFindings::default();
@@ -161,7 +165,7 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
     elems.sort_unstable();
     elems.dedup();
     let local = |e: i64| elems.binary_search(&e).map(|i| i as u32).unwrap_or(0);
-    let mut sessions: HashMap<u64, usize> = HashMap::new();
+    let mut sessions: FastMap<u64, usize> = FastMap::default();
     let mut session_ids: Vec<u64> = Vec::new();
     let mut sid = |p: u64| {
         *sessions.entry(p).or_insert_with(|| {
@@ -172,7 +176,7 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
     let mut writes: Vec<Vec<Write>> = Vec::new();
     // writer[i] = (session, its rank among the session's ok writes).
     let mut writer: Vec<Option<(usize, usize)>> = vec![None; elems.len()];
-    let mut write_node: HashMap<usize, Option<u32>> = HashMap::new();
+    let mut write_node: FastMap<usize, Option<u32>> = FastMap::default();
     for u in &key.updates {
         let (Outcome::Ok, Some(c), Some(e)) = (u.outcome, u.complete_pos, u.arg.element()) else {
             continue;
@@ -208,14 +212,25 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
     // Per session, sorted first-seen positions (how many elements it had seen by a time).
     let seen_sorted: Vec<Vec<usize>> = (0..n_sessions).map(|t| first.sorted(t)).collect();
     let node = |n: Option<u32>| view.node_name(n).to_string();
+    let write_node = |w: &Write| node(write_node.get(&w.invoke).copied().flatten());
     let read_by_complete = |pos: usize| key.reads.iter().find(|r| r.complete_pos == pos);
+    let wfr_sets = FollowSets::new(key, &reads, &writes, elems.len(), max_follow_words);
     let mut present = vec![false; elems.len()];
-    // Per writer session in this read: (count present, max rank, max-invoke write rank).
-    let mut per_t: HashMap<usize, (usize, usize)> = HashMap::new();
+    let mut uniq: Vec<u32> = Vec::new();
+    // Per writer session in the read: present count, highest and last-seen rank.
+    let mut count = vec![0usize; n_sessions];
+    let mut max_rank = vec![0usize; n_sessions];
+    let mut last_rank = vec![NONE; n_sessions];
+    let mut touched: Vec<usize> = Vec::new();
+    let mut in_read = Bits::new(elems.len());
     for (r, (s, list)) in key.reads.iter().zip(&reads) {
         let s = *s;
+        uniq.clear();
         for &i in list {
-            present[i as usize] = true;
+            if !present[i as usize] {
+                present[i as usize] = true;
+                uniq.push(i);
+            }
         }
         let reader = || format!("read op {} ({})", idx(r.complete_pos), node(r.node));
         // Read-your-writes.
@@ -235,8 +250,7 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
                     guarantee: Guarantee::ReadYourWrites,
                     text: format!(
                         "read-your-writes: session {} on key {kl}: {} lacks {} written by the session's op {} ({}), acknowledged before the read began",
-                        session_ids[s], reader(), elems[w.elem as usize], idx(w.invoke),
-                        node(write_node.get(&w.invoke).copied().flatten())
+                        session_ids[s], reader(), elems[w.elem as usize], idx(w.invoke), write_node(&w)
                     ),
                     positions: vec![w.invoke, w.complete, r.invoke_pos, r.complete_pos],
                 }
@@ -244,9 +258,6 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
         }
         // Monotonic reads.
         let need = seen_sorted[s].partition_point(|&p| p < r.invoke_pos);
-        let mut uniq = list.clone();
-        uniq.sort_unstable();
-        uniq.dedup();
         let have = uniq
             .iter()
             .filter(|&&i| first.get(s, i) < r.invoke_pos)
@@ -269,36 +280,40 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
                 }
             });
         }
-        // Monotonic writes and writes-follow-reads, for each writer session in the read.
-        per_t.clear();
+        // Monotonic writes: each writer's present writes are a prefix of its writes, and
+        // (in an ordered read) appear in its order.
+        for &t in &touched {
+            count[t] = 0;
+            max_rank[t] = 0;
+            last_rank[t] = NONE;
+        }
+        touched.clear();
         for &i in &uniq {
             if let Some((t, j)) = writer[i as usize] {
-                let e = per_t.entry(t).or_insert((0, 0));
-                e.0 += 1;
-                e.1 = e.1.max(j);
+                if count[t] == 0 {
+                    touched.push(t);
+                }
+                count[t] += 1;
+                max_rank[t] = max_rank[t].max(j);
             }
         }
         let mut mw_order: Option<(usize, usize, usize)> = None;
-        let mut last_rank: HashMap<usize, usize> = HashMap::new();
-        for &i in list {
-            if let Some((t, j)) = writer[i as usize] {
-                if r.value.ordered() {
-                    if let Some(&prev) = last_rank.get(&t) {
-                        if prev > j && mw_order.is_none() {
-                            mw_order = Some((t, j, prev));
-                        }
+        if r.value.ordered() {
+            for &i in list {
+                if let Some((t, j)) = writer[i as usize] {
+                    if last_rank[t] != NONE && last_rank[t] > j && mw_order.is_none() {
+                        mw_order = Some((t, j, last_rank[t]));
                     }
-                    let lr = last_rank.entry(t).or_insert(j);
-                    *lr = (*lr).max(j);
+                    if last_rank[t] == NONE || j > last_rank[t] {
+                        last_rank[t] = j;
+                    }
                 }
             }
         }
-        let mut mw_gap = None;
-        for (&t, &(count, max_rank)) in &per_t {
-            if count < max_rank + 1 {
-                mw_gap = Some((t, max_rank));
-            }
-        }
+        let mw_gap = touched
+            .iter()
+            .find(|&&t| count[t] < max_rank[t] + 1)
+            .map(|&t| (t, max_rank[t]));
         if let Some((t, max_rank)) = mw_gap {
             out.found(Guarantee::MonotonicWrites, || {
                 let w1 = writes[t][..max_rank]
@@ -311,8 +326,8 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
                     guarantee: Guarantee::MonotonicWrites,
                     text: format!(
                         "monotonic writes: session {} on key {kl}: {} reflects its op {} ({}, element {}) but not its earlier op {} ({}, element {})",
-                        session_ids[t], reader(), idx(w2.invoke), node(write_node.get(&w2.invoke).copied().flatten()),
-                        elems[w2.elem as usize], idx(w1.invoke), node(write_node.get(&w1.invoke).copied().flatten()),
+                        session_ids[t], reader(), idx(w2.invoke), write_node(&w2),
+                        elems[w2.elem as usize], idx(w1.invoke), write_node(&w1),
                         elems[w1.elem as usize]
                     ),
                     positions: vec![w1.invoke, w2.invoke, r.complete_pos],
@@ -332,50 +347,19 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
                 }
             });
         }
-        // Writes-follow-reads: for writer t, D(w) = what t had read before invoking w;
-        // D grows with w's invoke, so the present write invoked last decides inclusion.
-        let mut wfr: Option<(usize, u32, u32)> = None; // (t, w2 elem, w1 elem)
-        for (&t, &(_, max_rank)) in &per_t {
-            if wfr.is_some() {
-                break;
-            }
-            let latest = writes[t][..=max_rank]
-                .iter()
-                .rev()
-                .find(|w| present[w.elem as usize])
-                .copied();
-            let Some(w2) = latest else { continue };
-            let need = seen_sorted[t].partition_point(|&p| p < w2.invoke);
-            let have = uniq
-                .iter()
-                .filter(|&&i| first.get(t, i) < w2.invoke)
-                .count();
-            if have < need {
-                let missing = (0..elems.len() as u32)
-                    .find(|&i| first.get(t, i) < w2.invoke && !present[i as usize])
-                    .unwrap_or(0);
-                wfr = Some((t, w2.elem, missing));
-                break;
-            }
-            if r.value.ordered() {
-                // Scanning backwards: the earliest first-seen of t among later elements.
-                let mut min_after = NONE;
-                let mut min_elem = 0;
-                for &i in list.iter().rev() {
-                    if let Some((wt, wj)) = writer[i as usize] {
-                        if wt == t && min_after < writes[t][wj].invoke {
-                            wfr = Some((t, i, min_elem));
-                            break;
-                        }
-                    }
-                    let f = first.get(t, i);
-                    if f < min_after {
-                        min_after = f;
-                        min_elem = i;
-                    }
-                }
-            }
-        }
+        // Writes-follow-reads.
+        let ctx = ReadCtx {
+            list,
+            uniq: &uniq,
+            present: &present,
+            ordered: r.value.ordered(),
+            writers: &touched,
+            max_rank: &max_rank,
+        };
+        let wfr = match &wfr_sets {
+            Some(sets) => sets.violation(&ctx, &writer, &mut in_read),
+            None => wfr_by_counting(&ctx, &writer, &writes, &first, &seen_sorted, elems.len()),
+        };
         if let Some((t, w2e, w1e)) = wfr {
             out.found(Guarantee::WritesFollowReads, || {
                 let (w2t, w2j) = writer[w2e as usize].unwrap_or((t, 0));
@@ -392,7 +376,7 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
                         "writes-follow-reads: session {} on key {kl} read {} (read op {}, {}) before writing {} (op {}, {}), yet {} {} {}",
                         session_ids[t], elems[w1e as usize], idx(seen_at),
                         node(read_by_complete(seen_at).and_then(|x| x.node)),
-                        elems[w2e as usize], idx(w2.invoke), node(write_node.get(&w2.invoke).copied().flatten()),
+                        elems[w2e as usize], idx(w2.invoke), write_node(&w2),
                         reader(),
                         if missing { "reflects the write but lacks" } else { "orders the write before" },
                         elems[w1e as usize]
@@ -401,11 +385,193 @@ fn check_elements(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
                 }
             });
         }
-        for &i in list {
+        for &i in &uniq {
             present[i as usize] = false;
         }
     }
     out
+}
+
+/// One read as the writes-follow-reads detectors see it.
+struct ReadCtx<'a> {
+    /// Elements (local ids) in the read's order.
+    list: &'a [u32],
+    /// Each element once.
+    uniq: &'a [u32],
+    /// `present[i]`: the read reflects element `i`.
+    present: &'a [bool],
+    /// Whether the read orders its elements.
+    ordered: bool,
+    /// Sessions with writes in the read.
+    writers: &'a [usize],
+    /// `max_rank[t]`: the rank of the latest write of `t` in the read.
+    max_rank: &'a [usize],
+}
+
+/// A set of local element ids as bits.
+#[derive(Clone)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+    fn set(&mut self, i: u32) {
+        self.0[i as usize / 64] |= 1 << (i % 64);
+    }
+    fn clear(&mut self) {
+        self.0.iter_mut().for_each(|w| *w = 0);
+    }
+}
+
+/// The first element of `a` that is in `b` (`want`) or not in `b` (`!want`).
+fn first_of(a: &[u64], b: &[u64], want: bool) -> Option<u32> {
+    a.iter().zip(b).enumerate().find_map(|(k, (x, y))| {
+        let m = if want { x & y } else { x & !y };
+        (m != 0).then(|| (k * 64) as u32 + m.trailing_zeros())
+    })
+}
+
+/// Writes-follow-reads by bit sets, when the key's elements are few enough: for each
+/// session `t` and its `j`-th ok write, the set of elements `t` had read before invoking
+/// it. A read containing that write must contain the whole set, ordered before it.
+struct FollowSets {
+    words: usize,
+    /// Per session: one set per ok write, concatenated.
+    sets: Vec<Vec<u64>>,
+}
+
+/// Bit sets are used while all of a key's follow sets fit in this many 64-bit words.
+const MAX_FOLLOW_WORDS: usize = 1 << 23;
+
+impl FollowSets {
+    fn new(
+        key: &KeyOps,
+        reads: &[(usize, Vec<u32>)],
+        writes: &[Vec<Write>],
+        n: usize,
+        max_words: usize,
+    ) -> Option<FollowSets> {
+        let words = n.div_ceil(64).max(1);
+        let total: usize = writes.iter().map(Vec::len).sum();
+        if total.saturating_mul(words) > max_words {
+            return None;
+        }
+        let mut sets: Vec<Vec<u64>> = writes
+            .iter()
+            .map(|w| Vec::with_capacity(w.len() * words))
+            .collect();
+        // Each session's reads in completion order, folded into a running union.
+        let mut by_session: Vec<Vec<usize>> = vec![Vec::new(); writes.len()];
+        for (k, (t, _)) in reads.iter().enumerate() {
+            by_session[*t].push(k);
+        }
+        for (t, ws) in writes.iter().enumerate() {
+            let mut mine = by_session[t].clone();
+            mine.sort_by_key(|&k| key.reads[k].complete_pos);
+            let mut union = Bits::new(n.max(1));
+            let mut next = 0;
+            for w in ws {
+                while next < mine.len() && key.reads[mine[next]].complete_pos < w.invoke {
+                    for &i in &reads[mine[next]].1 {
+                        union.set(i);
+                    }
+                    next += 1;
+                }
+                sets[t].extend_from_slice(&union.0);
+            }
+        }
+        Some(FollowSets { words, sets })
+    }
+
+    fn set(&self, t: usize, j: usize) -> &[u64] {
+        &self.sets[t][j * self.words..(j + 1) * self.words]
+    }
+
+    /// (writer session, the write's element, the element it should follow), if violated.
+    fn violation(
+        &self,
+        r: &ReadCtx<'_>,
+        writer: &[Option<(usize, usize)>],
+        in_read: &mut Bits,
+    ) -> Option<(usize, u32, u32)> {
+        in_read.clear();
+        for &i in r.uniq {
+            in_read.set(i);
+        }
+        // The latest write of each writer has the largest follow set.
+        for &t in r.writers {
+            let j = r.max_rank[t];
+            if let Some(missing) = first_of(self.set(t, j), &in_read.0, false) {
+                let w2 = r
+                    .uniq
+                    .iter()
+                    .copied()
+                    .find(|&i| writer[i as usize] == Some((t, j)))?;
+                return Some((t, w2, missing));
+            }
+        }
+        if !r.ordered {
+            return None;
+        }
+        // Backwards: elements after each write must not be in its follow set.
+        in_read.clear();
+        for &i in r.list.iter().rev() {
+            if let Some((t, j)) = writer[i as usize] {
+                if let Some(after) = first_of(self.set(t, j), &in_read.0, true) {
+                    return Some((t, i, after));
+                }
+            }
+            in_read.set(i);
+        }
+        None
+    }
+}
+
+/// Writes-follow-reads by counting, for keys with too many elements for bit sets:
+/// `O(elements in the read x writer sessions)` per read.
+fn wfr_by_counting(
+    r: &ReadCtx<'_>,
+    writer: &[Option<(usize, usize)>],
+    writes: &[Vec<Write>],
+    first: &FirstSeen,
+    seen_sorted: &[Vec<usize>],
+    n: usize,
+) -> Option<(usize, u32, u32)> {
+    for &t in r.writers {
+        // D(w) = what t had read before invoking w grows with w, so t's latest write in
+        // the read decides inclusion.
+        let w2 = writes[t][r.max_rank[t]];
+        let need = seen_sorted[t].partition_point(|&p| p < w2.invoke);
+        let have = r
+            .uniq
+            .iter()
+            .filter(|&&i| first.get(t, i) < w2.invoke)
+            .count();
+        if have < need {
+            let missing = (0..n as u32)
+                .find(|&i| first.get(t, i) < w2.invoke && !r.present[i as usize])
+                .unwrap_or(0);
+            return Some((t, w2.elem, missing));
+        }
+        if r.ordered {
+            // Backwards: the earliest first-seen by t among the elements after each write.
+            let (mut min_after, mut min_elem) = (NONE, 0);
+            for &i in r.list.iter().rev() {
+                if let Some((wt, wj)) = writer[i as usize] {
+                    if wt == t && min_after < writes[t][wj].invoke {
+                        return Some((t, i, min_elem));
+                    }
+                }
+                let f = first.get(t, i);
+                if f < min_after {
+                    min_after = f;
+                    min_elem = i;
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Checks counters on one key: monotonic reads and read-your-writes.
@@ -413,7 +579,7 @@ fn check_counter(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
     let idx = |p: usize| op_index(history, p);
     let mut out = KeyFindings::default();
     // Per session: its acknowledged deltas (completion, running sum) and its highest read.
-    let mut acked: HashMap<u64, Vec<(usize, i64, usize)>> = HashMap::new();
+    let mut acked: FastMap<u64, Vec<(usize, i64, usize)>> = FastMap::default();
     for u in &key.updates {
         if let (Outcome::Ok, Some(c), UpdateArg::Delta(d)) = (u.outcome, u.complete_pos, &u.arg) {
             let v = acked.entry(u.process).or_default();
@@ -421,7 +587,7 @@ fn check_counter(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
             v.push((c, sum, u.invoke_pos));
         }
     }
-    let mut best: HashMap<u64, (i64, usize, Option<u32>)> = HashMap::new();
+    let mut best: FastMap<u64, (i64, usize, Option<u32>)> = FastMap::default();
     let kl = key_label(&key.name);
     for r in &key.reads {
         let super::view::ReadValue::Counter(n) = r.value else {
@@ -466,7 +632,7 @@ impl Checker for SessionGuaranteesChecker {
     }
 
     fn check(&self, history: &History) -> CheckResult {
-        let view = View::build(history, self.data_type);
+        let view = View::build(history, self.data_type, ReadValues::All);
         let counter = self.data_type == EventualDataType::Counter;
         let parts: Vec<KeyFindings> = view
             .keys
@@ -475,7 +641,7 @@ impl Checker for SessionGuaranteesChecker {
                 if counter {
                     check_counter(history, &view, k)
                 } else {
-                    check_elements(history, &view, k)
+                    check_elements(history, &view, k, MAX_FOLLOW_WORDS)
                 }
             })
             .collect();

@@ -17,9 +17,10 @@
 //! Valid iff nothing is lost and nothing unexpected; stale reads are allowed under
 //! eventual consistency but counted. Every pass is linear in the total size of the reads.
 
-use super::view::{KeyOps, View};
+use super::view::{KeyOps, ReadValues, View};
 use super::{
-    key_label, malformed_reason, ms, op_index, quantiles, EventualDataType, Verdict, MAX_CASES,
+    key_label, malformed_reason, ms, op_index, quantiles, EventualDataType, FastMap, Verdict,
+    MAX_CASES,
 };
 use crate::history::{History, Outcome};
 use crate::verdict::{CheckResult, Checker};
@@ -161,20 +162,18 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
         reads: key.reads.len(),
         ..SetFullAnalysis::default()
     };
-    let mut unexpected_seen: Vec<i64> = Vec::new();
-    let mut buf: Vec<i64> = Vec::new();
-    let mut present_idx: Vec<Vec<u32>> = Vec::with_capacity(key.reads.len());
+    let mut unexpected_seen: FastMap<i64, ()> = FastMap::default();
+    // Local ids of each read's known elements, all reads end to end.
+    let mut present_flat: Vec<u32> = Vec::new();
+    let mut bounds: Vec<usize> = Vec::with_capacity(key.reads.len() + 1);
+    bounds.push(0);
+    // marked[i] = 1 + the last read that held element i (to count it once per read).
+    let mut marked: Vec<usize> = vec![0; elems.len()];
     // Pass 1: known points, first/last seen, the run of consecutive containing reads.
     for (j, r) in key.reads.iter().enumerate() {
-        buf.clear();
-        buf.extend(r.value.elements());
-        buf.sort_unstable();
-        buf.dedup();
-        let mut present = Vec::with_capacity(buf.len());
-        for &e in &buf {
+        for e in r.value.elements() {
             let Ok(i) = elems.binary_search(&e) else {
-                if !unexpected_seen.contains(&e) {
-                    unexpected_seen.push(e);
+                if unexpected_seen.insert(e, ()).is_none() {
                     let failed_add = failed.iter().find(|f| f.0 == e).map(|f| f.1);
                     out.unexpected.push(UnexpectedElement {
                         key: key.name.clone(),
@@ -186,7 +185,11 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
                 }
                 continue;
             };
-            present.push(i as u32);
+            if marked[i] == j + 1 {
+                continue;
+            }
+            marked[i] = j + 1;
+            present_flat.push(i as u32);
             let t = &mut track[i];
             t.known = t.known.min(r.complete_pos);
             if t.first_seen.is_none_or(|f| r.complete_pos < f) {
@@ -201,7 +204,7 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
             }
             t.prev_present = Some(j);
         }
-        present_idx.push(present);
+        bounds.push(present_flat.len());
     }
     // Pass 2: stale reads, per element and per read.
     let invokes: Vec<usize> = key.reads.iter().map(|r| r.invoke_pos).collect();
@@ -211,9 +214,9 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
         .filter(|&k| k != NONE)
         .collect();
     known_sorted.sort_unstable();
-    for (r, present) in key.reads.iter().zip(&present_idx) {
+    for (r, w) in key.reads.iter().zip(bounds.windows(2)) {
         let mut known_present = 0;
-        for &i in present {
+        for &i in &present_flat[w[0]..w[1]] {
             let t = &mut track[i as usize];
             if t.known < r.invoke_pos {
                 t.present_after_known += 1;
@@ -281,7 +284,7 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
 impl SetFullChecker {
     /// The per-element analysis of every key of a set history.
     pub fn analyse(&self, history: &History) -> SetFullAnalysis {
-        let view = View::build(history, EventualDataType::Set);
+        let view = View::build(history, EventualDataType::Set, ReadValues::All);
         let parts: Vec<SetFullAnalysis> = view
             .keys
             .par_iter()

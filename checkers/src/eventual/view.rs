@@ -4,12 +4,11 @@
 //! Built once per check from [`History::pair_slots`] and [`History::op`] (one op parsed
 //! at a time, in parallel), so a lazily read history is never materialized whole.
 
-use super::{scan, EventualDataType};
+use super::{scan, EventualDataType, FastMap};
 use crate::history::{History, Outcome, Process};
 use rayon::prelude::*;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 /// A reservation of the booking workload: its id and its alternatives in preference order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,13 +48,6 @@ pub(crate) struct UpdateOp {
     pub complete_pos: Option<usize>,
     pub node: Option<u32>,
     pub arg: UpdateArg,
-}
-
-impl UpdateOp {
-    /// The position of the completion, or of the invoke when it never completed.
-    pub fn last_pos(&self) -> usize {
-        self.complete_pos.unwrap_or(self.invoke_pos)
-    }
 }
 
 /// A schedule row: reservation id and its (room, slot), `None` when rejected.
@@ -145,12 +137,13 @@ pub(crate) struct View {
 }
 
 /// What one client op decodes to, before grouping by key.
-enum Decoded {
-    Update(String, UpdateOp, Option<String>),
-    Read(String, ReadOp, Option<String>),
+enum Decoded<'a> {
+    Update(Cow<'a, str>, UpdateOp, Option<Cow<'a, str>>),
+    Read(Cow<'a, str>, ReadOp, Option<Cow<'a, str>>),
     Malformed(usize, String),
-    /// A read that did not complete ok: only its replica matters.
-    NodeOnly(Option<String>),
+    /// A read whose value is not needed: only its replica matters, and its key when it
+    /// completed ok.
+    NodeOnly(Option<Cow<'a, str>>, Option<Cow<'a, str>>),
     Other,
 }
 
@@ -260,24 +253,29 @@ impl FieldValue<'_> {
 
 /// The key, node and value of one op.
 struct Fields<'a> {
-    key: Option<String>,
-    node: Option<String>,
+    key: Option<Cow<'a, str>>,
+    node: Option<Cow<'a, str>>,
     value: FieldValue<'a>,
 }
 
-fn key_text(raw: &str) -> String {
+fn key_text(raw: &str) -> Cow<'_, str> {
     match scan::plain_string(raw) {
-        Some(s) => s.to_string(),
-        None => serde_json::from_str::<Value>(raw)
-            .map(|v| crate::history::value_key_string(&v))
-            .unwrap_or_else(|_| raw.to_string()),
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(
+            serde_json::from_str::<Value>(raw)
+                .map(|v| crate::history::value_key_string(&v))
+                .unwrap_or_else(|_| raw.to_string()),
+        ),
     }
 }
 
-fn node_text(raw: &str) -> Option<String> {
+fn node_text(raw: &str) -> Option<Cow<'_, str>> {
     match scan::plain_string(raw) {
-        Some(s) => Some(s.to_string()),
-        None => serde_json::from_str::<Option<String>>(raw).ok().flatten(),
+        Some(s) => Some(Cow::Borrowed(s)),
+        None => serde_json::from_str::<Option<String>>(raw)
+            .ok()
+            .flatten()
+            .map(Cow::Owned),
     }
 }
 
@@ -292,13 +290,19 @@ fn fields(history: &History, pos: usize) -> Option<Fields<'_>> {
     let op = history.op(pos)?;
     Some(match op {
         Cow::Borrowed(o) => Fields {
-            key: o.key.as_ref().map(crate::history::value_key_string),
-            node: o.node.clone(),
+            key: o.key.as_ref().map(|k| match k {
+                Value::String(s) => Cow::Borrowed(s.as_str()),
+                other => Cow::Owned(crate::history::value_key_string(other)),
+            }),
+            node: o.node.as_deref().map(Cow::Borrowed),
             value: FieldValue::Json(Cow::Borrowed(&o.value)),
         },
         Cow::Owned(o) => Fields {
-            key: o.key.as_ref().map(crate::history::value_key_string),
-            node: o.node,
+            key: o
+                .key
+                .as_ref()
+                .map(|k| Cow::Owned(crate::history::value_key_string(k))),
+            node: o.node.map(Cow::Owned),
             value: FieldValue::Json(Cow::Owned(o.value)),
         },
     })
@@ -361,7 +365,21 @@ fn fast_read(dt: EventualDataType, t: &str) -> Option<ReadValue> {
     })
 }
 
-fn decode_slot(history: &History, dt: EventualDataType, slot: usize) -> Decoded {
+/// Which ok reads' values a checker needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadValues {
+    /// Every read's.
+    All,
+    /// Only final reads' (invoked after the quiescence point).
+    Final,
+}
+
+fn decode_slot(
+    history: &History,
+    dt: EventualDataType,
+    slot: usize,
+    final_after: Option<Option<usize>>,
+) -> Decoded<'_> {
     let s = history.pair_slots()[slot];
     let Some(f) = history.op_f(s.invoke_pos) else {
         return Decoded::Other;
@@ -370,23 +388,38 @@ fn decode_slot(history: &History, dt: EventualDataType, slot: usize) -> Decoded 
     if !update && f != "read" {
         return Decoded::Other;
     }
-    let Some(invoke) = fields(history, s.invoke_pos) else {
-        return Decoded::Other;
+    let mut complete = s.complete_pos.and_then(|c| fields(history, c));
+    // A read's completion usually names its key too; then its invoke need not be read.
+    let need_invoke = update
+        || complete
+            .as_ref()
+            .is_none_or(|c| c.key.is_none() || c.node.is_none());
+    let mut invoke = if need_invoke {
+        match fields(history, s.invoke_pos) {
+            Some(f) => Some(f),
+            None => return Decoded::Other,
+        }
+    } else {
+        None
     };
-    let complete = s.complete_pos.and_then(|c| fields(history, c));
-    let key = invoke
-        .key
-        .clone()
-        .or_else(|| complete.as_ref().and_then(|c| c.key.clone()))
+    let key = complete
+        .as_mut()
+        .and_then(|c| c.key.take())
+        .or_else(|| invoke.as_mut().and_then(|i| i.key.take()))
         .unwrap_or_default();
     let node = complete
-        .as_ref()
-        .and_then(|c| c.node.clone())
-        .or_else(|| invoke.node.clone());
+        .as_mut()
+        .and_then(|c| c.node.take())
+        .or_else(|| invoke.as_mut().and_then(|i| i.node.take()));
     if !update && s.outcome != Outcome::Ok {
-        return Decoded::NodeOnly(node);
+        return Decoded::NodeOnly(None, node);
     }
-    if update {
+    if let Some(q) = final_after {
+        if !update && q.is_some_and(|q| s.invoke_pos <= q) {
+            return Decoded::NodeOnly(Some(key), node);
+        }
+    }
+    if let (true, Some(invoke)) = (update, invoke) {
         match decode_update_field(dt, &invoke.value) {
             Ok(arg) => Decoded::Update(
                 key,
@@ -423,76 +456,97 @@ fn decode_slot(history: &History, dt: EventualDataType, slot: usize) -> Decoded 
     }
 }
 
+/// The quiescence point: the latest of the last nemesis op, the last completion of an
+/// update and the invoke of an update that never completed (from op heads alone).
+fn quiescence_pos(history: &History, dt: EventualDataType) -> Option<usize> {
+    let last_update = history
+        .pair_slots()
+        .iter()
+        .filter(|s| history.op_f(s.invoke_pos).is_some_and(|f| is_update(dt, f)))
+        .map(|s| s.complete_pos.unwrap_or(s.invoke_pos))
+        .max();
+    let last_nemesis = (0..history.len())
+        .rev()
+        .find(|&p| history.op_process(p) == Some(Process::Nemesis));
+    last_update.max(last_nemesis)
+}
+
 /// How many malformed ops are kept (all are counted).
 const MAX_MALFORMED: usize = 8;
 
 impl View {
     /// Decodes `history` for data type `dt`.
-    pub fn build(history: &History, dt: EventualDataType) -> View {
+    pub fn build<'h>(history: &'h History, dt: EventualDataType, values: ReadValues) -> View {
+        let quiescence = quiescence_pos(history, dt);
+        let final_after = (values == ReadValues::Final).then_some(quiescence);
         let decoded: Vec<Decoded> = (0..history.pair_slots().len())
             .into_par_iter()
             .with_min_len(1024)
-            .map(|i| decode_slot(history, dt, i))
+            .map(|i| decode_slot(history, dt, i, final_after))
             .collect();
-        let mut view = View::default();
-        let mut key_ids: HashMap<String, usize> = HashMap::new();
-        let mut node_ids: HashMap<String, u32> = HashMap::new();
-        let mut intern_node = |view: &mut View, n: Option<String>| -> Option<u32> {
+        let mut view = View {
+            quiescence_pos: quiescence,
+            ..View::default()
+        };
+        let mut key_ids: FastMap<Cow<'h, str>, usize> = FastMap::default();
+        let mut node_ids: FastMap<Cow<'h, str>, u32> = FastMap::default();
+        let mut intern_node = |view: &mut View, n: Option<Cow<'h, str>>| -> Option<u32> {
             let n = n?;
             if let Some(&id) = node_ids.get(&n) {
                 return Some(id);
             }
             let id = view.nodes.len() as u32;
-            view.nodes.push(n.clone());
+            view.nodes.push(n.to_string());
             node_ids.insert(n, id);
             Some(id)
         };
-        let mut last_update_pos: Option<usize> = None;
+        let mut key_id = |view: &mut View, key: Cow<'h, str>| -> usize {
+            if let Some(&k) = key_ids.get(&key) {
+                return k;
+            }
+            view.keys.push(KeyOps {
+                name: key.to_string(),
+                ..KeyOps::default()
+            });
+            key_ids.insert(key, view.keys.len() - 1);
+            view.keys.len() - 1
+        };
         for d in decoded {
-            let (key, node) = match &d {
-                Decoded::Update(k, _, n) | Decoded::Read(k, _, n) => (k.clone(), n.clone()),
+            let (key, node, d) = match d {
+                Decoded::Update(k, u, n) => (k, n, Ok(u)),
+                Decoded::Read(k, r, n) => (k, n, Err(r)),
                 Decoded::Malformed(pos, why) => {
                     view.malformed_count += 1;
                     if view.malformed.len() < MAX_MALFORMED {
-                        view.malformed.push((*pos, why.clone()));
+                        view.malformed.push((pos, why));
                     }
                     continue;
                 }
-                Decoded::NodeOnly(n) => {
-                    intern_node(&mut view, n.clone());
+                Decoded::NodeOnly(key, n) => {
+                    intern_node(&mut view, n);
+                    if let Some(key) = key {
+                        key_id(&mut view, key);
+                    }
                     continue;
                 }
                 Decoded::Other => continue,
             };
             let node = intern_node(&mut view, node);
-            let k = *key_ids.entry(key.clone()).or_insert_with(|| {
-                view.keys.push(KeyOps {
-                    name: key,
-                    ..KeyOps::default()
-                });
-                view.keys.len() - 1
-            });
+            let k = key_id(&mut view, key);
             match d {
-                Decoded::Update(_, mut u, _) => {
+                Ok(mut u) => {
                     u.node = node;
-                    last_update_pos = last_update_pos.max(Some(u.last_pos()));
                     view.keys[k].updates.push(u);
                 }
-                Decoded::Read(_, mut r, _) => {
+                Err(mut r) => {
                     r.node = node;
                     if node.is_none() {
                         view.reads_without_node += 1;
                     }
                     view.keys[k].reads.push(r);
                 }
-                _ => {}
             }
         }
-        // Replicas named by any client op count, also ops the checkers otherwise ignore.
-        let last_nemesis = (0..history.len())
-            .rev()
-            .find(|&p| history.op_process(p) == Some(Process::Nemesis));
-        view.quiescence_pos = last_update_pos.max(last_nemesis);
         view
     }
 
