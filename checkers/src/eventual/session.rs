@@ -26,12 +26,25 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone)]
 pub struct SessionGuaranteesChecker {
     data_type: EventualDataType,
+    max_follow_words: usize,
 }
 
 impl SessionGuaranteesChecker {
     /// A session-guarantee checker for histories of `data_type` objects.
     pub fn new(data_type: EventualDataType) -> Self {
-        SessionGuaranteesChecker { data_type }
+        SessionGuaranteesChecker {
+            data_type,
+            max_follow_words: MAX_FOLLOW_WORDS,
+        }
+    }
+
+    /// Sets how many 64-bit words of writes-follow-reads bit sets one key may use (default
+    /// 8 Mi words, 64 MiB) before its check falls back to counting, which needs no extra
+    /// memory but takes time proportional to elements x writer sessions per read. The
+    /// verdict is the same either way.
+    pub fn with_follow_set_limit(mut self, words: usize) -> Self {
+        self.max_follow_words = words;
+        self
     }
 }
 
@@ -641,7 +654,7 @@ impl Checker for SessionGuaranteesChecker {
                 if counter {
                     check_counter(history, &view, k)
                 } else {
-                    check_elements(history, &view, k, MAX_FOLLOW_WORDS)
+                    check_elements(history, &view, k, self.max_follow_words)
                 }
             })
             .collect();
