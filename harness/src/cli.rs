@@ -209,7 +209,8 @@ struct CheckArgs {
 
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// `controller`, `linearizable` or `elle`.
+    /// `controller`, `linearizable`, `elle`, `set` (set checkers on a 1M-op history) or
+    /// `converge` (Bayou convergence time after a heal).
     what: String,
     /// Client processes (controller bench).
     #[arg(long, default_value_t = 64)]
@@ -220,6 +221,9 @@ struct BenchArgs {
     /// Data directory with the public histories (linearizable bench).
     #[arg(long, default_value = "../shared/data")]
     data: PathBuf,
+    /// Writes pending when the partition heals (converge bench).
+    #[arg(long, default_value_t = 10_000)]
+    writes: usize,
 }
 
 /// Runs the parsed command and returns the exit code.
@@ -466,8 +470,26 @@ fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             print!("{}", splitbrain_checkers::elle::bench::run_table());
             Ok(0)
         }
+        "set" => {
+            print!("{}", splitbrain_checkers::eventual::bench::run_table());
+            Ok(0)
+        }
+        "converge" => {
+            let binary = splitbrain::controller::find_binary(None, "splitbrain-bayou")?;
+            let dir = tempfile_dir()?;
+            let rt = runtime()?;
+            let table = rt.block_on(splitbrain::bench_converge::run_table(
+                binary,
+                &[25, 50, 100, 200, 500],
+                a.writes,
+                &dir,
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            print!("{}", table?);
+            Ok(0)
+        }
         other => bail!(usage(format!(
-            "unknown benchmark {other:?}: controller, linearizable or elle"
+            "unknown benchmark {other:?}: controller, linearizable, elle, set or converge"
         ))),
     }
 }

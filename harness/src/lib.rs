@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod bench_converge;
 pub mod check;
 pub mod cluster;
 pub mod controller;
