@@ -2,12 +2,12 @@
 # A bundled target's proof matrix: its correct modes must be valid under faults, and every
 # named bug must be found (invalid) under the fault that exposes it. Prints a markdown
 # table of verdicts by seed, with the anomaly types each invalid run named.
-# Usage: scripts/matrix.sh TARGET [SECONDS] [SEEDS...]        TARGET: kv, txn or bayou
+# Usage: scripts/matrix.sh TARGET [SECONDS] [SEEDS...]        TARGET: kv, txn, bayou or ddp
 #   MATRIX_ROWS="correct stale-read" scripts/matrix.sh kv 30 1 2 3   # a subset
 # Env: SPLITBRAIN (binary, default ./target/release/splitbrain), STORE (default
 # store/matrix-TARGET; every run's output is appended to $STORE.log).
 set -u
-target=${1:?usage: scripts/matrix.sh kv|txn|bayou [SECONDS] [SEEDS...]}
+target=${1:?usage: scripts/matrix.sh kv|txn|bayou|ddp [SECONDS] [SEEDS...]}
 shift
 secs=${1:-60}
 shift || true
@@ -63,7 +63,19 @@ bayou)
     "stale-commit-sync|--workload set --bug stale-commit-sync --nemesis none"
     "stale-session|--workload set --bug stale-session --nemesis partition"
   ) ;;
-*) echo "unknown target $target (kv, txn or bayou)" >&2; exit 2 ;;
+ddp)
+  # One process follows each of the 4 ranks; --rate 0 so every committed step is recorded.
+  t="--workload train --nodes 4 --concurrency 4 --rate 0"
+  rows=(
+    "correct|$t --nemesis kill,pause,partition"
+    "skip-allreduce|$t --bug skip-allreduce --nemesis none"
+    "no-init-broadcast|$t --bug no-init-broadcast --nemesis none"
+    "sampler-overlap|$t --bug sampler-overlap --nemesis none"
+    "resume-without-sampler-state|$t --bug resume-without-sampler-state --nemesis kill"
+    "unordered-reduce|$t --bug unordered-reduce --nemesis none"
+    "stale-bucket|$t --bug stale-bucket --nemesis slow"
+  ) ;;
+*) echo "unknown target $target (kv, txn, bayou or ddp)" >&2; exit 2 ;;
 esac
 
 # What the newest run of test $1 found: the anomaly types it named, comma separated, or

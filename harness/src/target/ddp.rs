@@ -9,8 +9,8 @@
 //! `fail` (nothing was observed), never `info`: the process keeps following its rank.
 
 use super::{
-    bundled_node_args, poll_until, BoxFuture, BugInfo, Client, Completion, Invocation, Target,
-    TargetOptions,
+    bundled_node_args, every_node_ready, BoxFuture, BugInfo, Client, Completion, Invocation,
+    Target, TargetOptions,
 };
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
@@ -137,14 +137,7 @@ impl Target for DdpTarget {
         addrs: &'a [SocketAddr],
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>> {
-        Box::pin(poll_until(bound, move || async move {
-            for addr in addrs {
-                if !self.is_ready(http, *addr).await {
-                    return false;
-                }
-            }
-            true
-        }))
+        every_node_ready(self, http, addrs, bound)
     }
 
     fn leaders<'a>(

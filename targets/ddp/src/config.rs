@@ -114,6 +114,10 @@ pub struct Args {
     /// Run the single-process reference instead: print every step's digest.
     #[arg(long)]
     pub replay: bool,
+    /// Start each bucket's all-reduce only after backward has finished (the baseline for
+    /// measuring how much of the all-reduce bucketing hides behind backward).
+    #[arg(long)]
+    pub no_overlap: bool,
     /// Run the benchmark instead (all-reduce bus bandwidth, memcpy, kernel step times).
     #[arg(long)]
     pub bench: bool,

@@ -44,9 +44,12 @@ impl Api {
     fn status(&self) -> Value {
         let st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let (gen, phase, step, committed) = st.status.clone();
+        let (compute_ms, exposed_ms, steps) = st.timing;
         json!({
             "rank": self.rank, "world": self.world, "bugs": self.bugs,
             "gen": gen, "phase": phase, "step": step, "committed": committed,
+            "compute_ms_per_step": compute_ms, "exposed_allreduce_ms_per_step": exposed_ms,
+            "timed_steps": steps,
         })
     }
 

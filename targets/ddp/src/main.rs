@@ -72,6 +72,7 @@ async fn run(args: Args) -> Result<(), String> {
         state: Arc::new(Mutex::new(Published {
             steps: log,
             status: (0, "rendezvous".into(), 0, committed),
+            timing: (0.0, 0.0, 0),
         })),
         commits: Arc::new(commits),
     };
@@ -120,6 +121,8 @@ async fn run(args: Args) -> Result<(), String> {
         pending: Default::default(),
         current: None,
         logged: committed,
+        overlap: !args.no_overlap,
+        timing: Default::default(),
         train,
     };
     std::thread::Builder::new()

@@ -163,9 +163,8 @@ fn sender(me: Rank, addr: String, rx: Receiver<Vec<u8>>) {
     let mut backoff = Duration::from_millis(20);
     loop {
         let Some(stream) = connect(&addr) else {
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(300));
-            // Frames for an unreachable peer are stale by the time it is back.
+            // Frames queued for an unreachable peer are stale; those queued while we
+            // back off are kept for the next attempt.
             loop {
                 match rx.try_recv() {
                     Ok(_) => continue,
@@ -173,6 +172,8 @@ fn sender(me: Rank, addr: String, rx: Receiver<Vec<u8>>) {
                     Err(mpsc::TryRecvError::Disconnected) => return,
                 }
             }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_millis(300));
             continue;
         };
         backoff = Duration::from_millis(20);

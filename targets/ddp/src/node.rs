@@ -37,6 +37,18 @@ pub struct Published {
     pub steps: Vec<StepRecord>,
     /// Generation, phase, step in progress, committed step.
     pub status: (u64, String, u64, u64),
+    /// Mean forward+backward time and mean exposed all-reduce time per step (ms), steps.
+    pub timing: (f64, f64, u64),
+}
+
+/// Where step time goes: compute, and the all-reduce time not hidden behind backward.
+#[derive(Debug, Default, Clone)]
+pub struct StepTiming {
+    compute: std::time::Duration,
+    exposed: std::time::Duration,
+    steps: u64,
+    /// The step whose backward just ended, and when.
+    backward_end: Option<(u64, std::time::Instant)>,
 }
 
 /// Shared between the driver thread and the HTTP handlers.
@@ -78,6 +90,11 @@ pub struct Driver {
     pub current: Option<(u64, f32, Vec<u64>)>,
     /// Last step in the published log.
     pub logged: u64,
+    /// Hand buckets to the all-reduce as backward produces them (false: after backward,
+    /// the baseline for measuring the overlap).
+    pub overlap: bool,
+    /// Step time accounting.
+    pub timing: StepTiming,
 }
 
 fn fatal(e: &dyn std::fmt::Display) -> ! {
@@ -149,6 +166,7 @@ impl Driver {
     }
 
     fn run_step(&mut self, step: u64, compute: &mut Option<u64>) {
+        let started = std::time::Instant::now();
         let (_, ids) = self.samples_for(step);
         let (x, y) = self.data.batch(&ids);
         let mlp = self.train.mlp.clone();
@@ -161,8 +179,14 @@ impl Driver {
         let mut grad = vec![0.0f32; params.len()];
         let mut next_bucket = 0usize;
         let mut deferred = Vec::new();
+        let overlap = self.overlap;
         mlp.backward(Gemm::Simd, &params, &acts, &y, &mut grad, |layer, g| {
-            let done_from = layers[layer].weights.start;
+            // Without overlap every bucket waits for the end of backward (layer 0).
+            let done_from = if overlap || layer == 0 {
+                layers[layer].weights.start
+            } else {
+                usize::MAX
+            };
             while next_bucket < buckets.len() && buckets[next_bucket].start >= done_from {
                 let now = self.clock.now_ms();
                 self.core.local_bucket(
@@ -182,6 +206,8 @@ impl Driver {
                 }
             }
         });
+        self.timing.compute += started.elapsed();
+        self.timing.backward_end = Some((step, std::time::Instant::now()));
         self.run_outputs(deferred, compute);
     }
 
@@ -223,6 +249,12 @@ impl Driver {
     }
 
     fn step_done(&mut self, step: u64) {
+        if let Some((s, at)) = self.timing.backward_end.take() {
+            if s == step {
+                self.timing.exposed += at.elapsed();
+                self.timing.steps += 1;
+            }
+        }
         let Some((s, loss, samples)) = self.current.take() else {
             return;
         };
@@ -323,5 +355,8 @@ impl Driver {
             self.core.step(),
             self.core.committed(),
         );
+        let t = &self.timing;
+        let per_step = |d: std::time::Duration| d.as_secs_f64() * 1e3 / t.steps.max(1) as f64;
+        st.timing = (per_step(t.compute), per_step(t.exposed), t.steps);
     }
 }
