@@ -311,7 +311,10 @@ proptest! {
 
     #[test]
     fn set_full_matches_the_definitions(steps in steps()) {
-        let h = build(&steps).history();
+        let built = build(&steps);
+        let h = built.history();
+        // The JSON Lines path (values read from the text) agrees with the in-memory one.
+        prop_assert_eq!(SetFullChecker.analyse(&built.text_history()), SetFullChecker.analyse(&h));
         let (expected, unexpected, stale_reads) = set_full_oracle(&h);
         let a = SetFullChecker.analyse(&h);
         let got: BTreeMap<(String, i64), Expect> = a
@@ -339,7 +342,10 @@ proptest! {
 
     #[test]
     fn session_guarantees_match_the_definitions(steps in steps()) {
-        let h = build(&steps).history();
+        let built = build(&steps);
+        let h = built.history();
+        let checker = SessionGuaranteesChecker::new(EventualDataType::Set);
+        prop_assert_eq!(checker.check(&built.text_history()), checker.check(&h));
         let expected = session_oracle(&h);
         // Bit sets (the default) and counting (no room for bit sets) alike.
         for limit in [usize::MAX, 0] {

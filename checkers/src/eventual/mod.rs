@@ -177,6 +177,49 @@ impl std::hash::Hasher for Fnv {
 /// A hash map with [`Fnv`] hashing.
 type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
 
+/// Numbers a key's distinct elements 0..n (their rank in sorted order): a direct table
+/// when the elements are dense integers (the usual case), binary search otherwise.
+struct LocalIds<'a> {
+    sorted: &'a [i64],
+    /// `table[e - min]` = 1 + the element's rank, or 0 when absent.
+    table: Vec<u32>,
+    min: i64,
+}
+
+impl<'a> LocalIds<'a> {
+    /// `sorted` must be sorted and deduplicated.
+    fn new(sorted: &'a [i64]) -> LocalIds<'a> {
+        let (min, max) = match (sorted.first(), sorted.last()) {
+            (Some(&a), Some(&b)) => (a, b),
+            _ => (0, -1),
+        };
+        let span = (max as i128 - min as i128 + 1).max(0) as u128;
+        let table = if span <= 4 * sorted.len() as u128 + 64 {
+            let mut t = vec![0u32; span as usize];
+            for (i, &e) in sorted.iter().enumerate() {
+                t[(e - min) as usize] = i as u32 + 1;
+            }
+            t
+        } else {
+            Vec::new()
+        };
+        LocalIds { sorted, table, min }
+    }
+
+    /// The rank of `e`, if it is one of the elements.
+    #[inline]
+    fn get(&self, e: i64) -> Option<u32> {
+        if self.table.is_empty() {
+            return self.sorted.binary_search(&e).ok().map(|i| i as u32);
+        }
+        let off = e.checked_sub(self.min)?;
+        match usize::try_from(off).ok().and_then(|o| self.table.get(o)) {
+            Some(&r) if r > 0 => Some(r - 1),
+            _ => None,
+        }
+    }
+}
+
 /// Nanoseconds to milliseconds.
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6

@@ -14,8 +14,13 @@ pub(crate) struct OpFields<'a> {
     pub value: Option<&'a str>,
 }
 
-/// Fields of an object we care about, by name.
-fn object_fields<'a>(text: &'a str, mut each: impl FnMut(&'a str, &'a str)) -> Option<()> {
+/// Walks the fields of the object in `text`: `each(name, start)` gets each field's name
+/// and where its value starts, and answers where the value ends. Answers the index just
+/// past the object's closing brace.
+fn object_fields<'a>(
+    text: &'a str,
+    mut each: impl FnMut(&'a str, usize) -> Option<usize>,
+) -> Option<usize> {
     let b = text.as_bytes();
     let mut i = ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -23,7 +28,7 @@ fn object_fields<'a>(text: &'a str, mut each: impl FnMut(&'a str, &'a str)) -> O
     }
     i = ws(b, i + 1);
     if b.get(i) == Some(&b'}') {
-        return Some(());
+        return Some(i + 1);
     }
     loop {
         if b.get(i) != Some(&b'"') {
@@ -36,27 +41,85 @@ fn object_fields<'a>(text: &'a str, mut each: impl FnMut(&'a str, &'a str)) -> O
             return None;
         }
         i = ws(b, i + 1);
-        let end = value_end(b, i)?;
-        each(name, text.get(i..end)?);
-        i = ws(b, end);
+        i = ws(b, each(name, i)?);
         match b.get(i) {
             Some(b',') => i = ws(b, i + 1),
-            Some(b'}') => return Some(()),
+            Some(b'}') => return Some(i + 1),
             _ => return None,
         }
     }
 }
 
-/// The `key`, `node` and `value` of one op line.
-pub(crate) fn op_fields(line: &str) -> Option<OpFields<'_>> {
-    let mut f = OpFields::default();
-    object_fields(line, |name, v| match name {
-        "key" => f.key = Some(v),
-        "node" => f.node = Some(v),
-        "value" => f.value = Some(v),
-        _ => {}
+/// A set read's value read in place: a plain list, or committed and tentative lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetRead {
+    List(Vec<i64>),
+    Split {
+        committed: Vec<i64>,
+        tentative: Vec<i64>,
+    },
+}
+
+/// The set read value starting at `b[i]`, and where it ends; other fields of an object
+/// (a booking's schedule) are skipped.
+fn set_read_at(text: &str, i: usize) -> Option<(usize, SetRead)> {
+    let b = text.as_bytes();
+    if b.get(i) == Some(&b'[') {
+        let mut list = Vec::new();
+        let end = int_list_at(b, i, &mut list)?;
+        return Some((end, SetRead::List(list)));
+    }
+    let (mut committed, mut tentative) = (None, Vec::new());
+    let inner = text.get(i..)?;
+    let ib = inner.as_bytes();
+    let end = object_fields(inner, |name, j| match name {
+        "committed" => {
+            let mut v = Vec::new();
+            let e = int_list_at(ib, j, &mut v)?;
+            committed = Some(v);
+            Some(e)
+        }
+        "tentative" => int_list_at(ib, j, &mut tentative),
+        _ => value_end(ib, j),
     })?;
-    Some(f)
+    Some((
+        i + end,
+        SetRead::Split {
+            committed: committed?,
+            tentative,
+        },
+    ))
+}
+
+/// The `key`, `node` and `value` of one op line; with `set_value`, the value is also read
+/// as a set read where it has that shape.
+pub(crate) fn op_fields(line: &str, set_value: bool) -> Option<(OpFields<'_>, Option<SetRead>)> {
+    let mut f = OpFields::default();
+    let mut read = None;
+    let b = line.as_bytes();
+    object_fields(line, |name, i| {
+        let parsed = if set_value && name == "value" {
+            set_read_at(line, i)
+        } else {
+            None
+        };
+        let end = match parsed {
+            Some((end, r)) => {
+                read = Some(r);
+                end
+            }
+            None => value_end(b, i)?,
+        };
+        let v = line.get(i..end);
+        match name {
+            "key" => f.key = v,
+            "node" => f.node = v,
+            "value" => f.value = v,
+            _ => {}
+        }
+        Some(end)
+    })?;
+    Some((f, read))
 }
 
 /// Named fields of a JSON object (up to `N`), in the order of `names`.
@@ -65,10 +128,13 @@ pub(crate) fn named<'a, const N: usize>(
     names: [&str; N],
 ) -> Option<[Option<&'a str>; N]> {
     let mut out = [None; N];
-    object_fields(text, |name, v| {
+    let b = text.as_bytes();
+    object_fields(text, |name, i| {
+        let end = value_end(b, i)?;
         if let Some(k) = names.iter().position(|n| *n == name) {
-            out[k] = Some(v);
+            out[k] = text.get(i..end);
         }
+        Some(end)
     })?;
     Some(out)
 }
@@ -160,15 +226,36 @@ pub(crate) fn int(text: &str) -> Option<i64> {
 
 /// A JSON array of integers, appended to `out`; false (with `out` unchanged) otherwise.
 pub(crate) fn int_list_into(text: &str, out: &mut Vec<i64>) -> bool {
-    let before = out.len();
     let b = text.as_bytes();
-    let mut i = ws(b, 0);
-    if b.get(i) != Some(&b'[') {
-        return false;
+    let before = out.len();
+    match int_list_at(b, ws(b, 0), out) {
+        Some(end) if ws(b, end) == b.len() => true,
+        Some(_) => {
+            out.truncate(before);
+            false
+        }
+        None => false,
     }
-    i = ws(b, i + 1);
+}
+
+/// The array of integers starting at `b[i]` (a `[`), appended to `out`; the index just
+/// past its `]`. On `None` `out` is unchanged.
+fn int_list_at(b: &[u8], i: usize, out: &mut Vec<i64>) -> Option<usize> {
+    let before = out.len();
+    let parsed = int_list_items(b, i, out);
+    if parsed.is_none() {
+        out.truncate(before);
+    }
+    parsed
+}
+
+fn int_list_items(b: &[u8], i: usize, out: &mut Vec<i64>) -> Option<usize> {
+    if b.get(i) != Some(&b'[') {
+        return None;
+    }
+    let mut i = ws(b, i + 1);
     if b.get(i) == Some(&b']') {
-        return ws(b, i + 1) == b.len();
+        return Some(i + 1);
     }
     loop {
         let neg = b.get(i) == Some(&b'-');
@@ -176,31 +263,18 @@ pub(crate) fn int_list_into(text: &str, out: &mut Vec<i64>) -> bool {
         let mut j = start;
         let mut v: i64 = 0;
         while let Some(d @ b'0'..=b'9') = b.get(j) {
-            v = match v
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(i64::from(d - b'0')))
-            {
-                Some(v) => v,
-                None => {
-                    out.truncate(before);
-                    return false;
-                }
-            };
+            v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
             j += 1;
         }
         if j == start || matches!(b.get(j), Some(b'.' | b'e' | b'E')) {
-            out.truncate(before);
-            return false;
+            return None;
         }
         out.push(if neg { -v } else { v });
         i = ws(b, j);
         match b.get(i) {
             Some(b',') => i = ws(b, i + 1),
-            Some(b']') if ws(b, i + 1) == b.len() => return true,
-            _ => {
-                out.truncate(before);
-                return false;
-            }
+            Some(b']') => return Some(i + 1),
+            _ => return None,
         }
     }
 }
@@ -212,16 +286,30 @@ mod tests {
     #[test]
     fn finds_fields_whatever_their_order_and_spacing() {
         let line = r#"{ "index":3, "value" : {"committed":[1, 2],"tentative":[]} ,"key":"k\"7","node":"n2","f":"read"}"#;
-        let f = op_fields(line).unwrap();
+        let (f, read) = op_fields(line, true).unwrap();
+        assert_eq!(
+            read,
+            Some(SetRead::Split {
+                committed: vec![1, 2],
+                tentative: vec![]
+            })
+        );
         assert_eq!(f.value, Some(r#"{"committed":[1, 2],"tentative":[]}"#));
         assert_eq!(f.key, Some(r#""k\"7""#));
         assert_eq!(plain_string(f.key.unwrap()), None);
         assert_eq!(f.node.and_then(plain_string), Some("n2"));
         let [c, t, s] = named(f.value.unwrap(), ["committed", "tentative", "schedule"]).unwrap();
         assert_eq!((c, t, s), (Some("[1, 2]"), Some("[]"), None));
-        assert_eq!(op_fields(r#"{"value":null}"#).unwrap().value, Some("null"));
         assert_eq!(
-            op_fields(r#"{"value":-12}"#).unwrap().value.and_then(int),
+            op_fields(r#"{"value":null}"#, true).unwrap().0.value,
+            Some("null")
+        );
+        assert_eq!(
+            op_fields(r#"{"value":-12}"#, false)
+                .unwrap()
+                .0
+                .value
+                .and_then(int),
             Some(-12)
         );
     }

@@ -16,7 +16,9 @@
 //! Counts are of violating reads, per guarantee.
 
 use super::view::{KeyOps, ReadValues, UpdateArg, View};
-use super::{key_label, malformed_reason, op_index, EventualDataType, FastMap, Verdict, MAX_CASES};
+use super::{
+    key_label, malformed_reason, op_index, EventualDataType, FastMap, LocalIds, Verdict, MAX_CASES,
+};
 use crate::history::{History, Outcome};
 use crate::verdict::{CheckResult, Checker};
 use rayon::prelude::*;
@@ -171,13 +173,24 @@ fn check_elements(
     let kl = key_label(&key.name);
     let mut out = KeyFindings::default();
     // Local element and session numbering.
+    // Written elements, then any read that no update wrote.
     let mut elems: Vec<i64> = key.updates.iter().filter_map(|u| u.arg.element()).collect();
-    for r in &key.reads {
-        elems.extend(r.value.elements());
-    }
     elems.sort_unstable();
     elems.dedup();
-    let local = |e: i64| elems.binary_search(&e).map(|i| i as u32).unwrap_or(0);
+    let extra: std::collections::BTreeSet<i64> = {
+        let written = LocalIds::new(&elems);
+        key.reads
+            .iter()
+            .flat_map(|r| r.value.elements())
+            .filter(|e| written.get(*e).is_none())
+            .collect()
+    };
+    if !extra.is_empty() {
+        elems.extend(extra);
+        elems.sort_unstable();
+    }
+    let ids = LocalIds::new(&elems);
+    let local = |e: i64| ids.get(e).unwrap_or(0);
     let mut sessions: FastMap<u64, usize> = FastMap::default();
     let mut session_ids: Vec<u64> = Vec::new();
     let mut sid = |p: u64| {

@@ -19,8 +19,8 @@
 
 use super::view::{KeyOps, ReadValues, View};
 use super::{
-    key_label, malformed_reason, ms, op_index, quantiles, EventualDataType, FastMap, Verdict,
-    MAX_CASES,
+    key_label, malformed_reason, ms, op_index, quantiles, EventualDataType, FastMap, LocalIds,
+    Verdict, MAX_CASES,
 };
 use crate::history::{History, Outcome};
 use crate::verdict::{CheckResult, Checker};
@@ -169,10 +169,11 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
     bounds.push(0);
     // marked[i] = 1 + the last read that held element i (to count it once per read).
     let mut marked: Vec<usize> = vec![0; elems.len()];
+    let ids = LocalIds::new(&elems);
     // Pass 1: known points, first/last seen, the run of consecutive containing reads.
     for (j, r) in key.reads.iter().enumerate() {
         for e in r.value.elements() {
-            let Ok(i) = elems.binary_search(&e) else {
+            let Some(i) = ids.get(e).map(|i| i as usize) else {
                 if unexpected_seen.insert(e, ()).is_none() {
                     let failed_add = failed.iter().find(|f| f.0 == e).map(|f| f.1);
                     out.unexpected.push(UnexpectedElement {

@@ -256,6 +256,8 @@ struct Fields<'a> {
     key: Option<Cow<'a, str>>,
     node: Option<Cow<'a, str>>,
     value: FieldValue<'a>,
+    /// The value already read as a set read, when asked for and it has that shape.
+    set_read: Option<scan::SetRead>,
 }
 
 fn key_text(raw: &str) -> Cow<'_, str> {
@@ -279,12 +281,16 @@ fn node_text(raw: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-fn fields(history: &History, pos: usize) -> Option<Fields<'_>> {
-    if let Some(f) = history.op_text(pos).and_then(scan::op_fields) {
+fn fields(history: &History, pos: usize, set_value: bool) -> Option<Fields<'_>> {
+    if let Some((f, set_read)) = history
+        .op_text(pos)
+        .and_then(|line| scan::op_fields(line, set_value))
+    {
         return Some(Fields {
             key: f.key.filter(|k| *k != "null").map(key_text),
             node: f.node.and_then(node_text),
             value: FieldValue::Text(f.value.unwrap_or("null")),
+            set_read,
         });
     }
     let op = history.op(pos)?;
@@ -296,6 +302,7 @@ fn fields(history: &History, pos: usize) -> Option<Fields<'_>> {
             }),
             node: o.node.as_deref().map(Cow::Borrowed),
             value: FieldValue::Json(Cow::Borrowed(&o.value)),
+            set_read: None,
         },
         Cow::Owned(o) => Fields {
             key: o
@@ -304,6 +311,7 @@ fn fields(history: &History, pos: usize) -> Option<Fields<'_>> {
                 .map(|k| Cow::Owned(crate::history::value_key_string(k))),
             node: o.node.map(Cow::Owned),
             value: FieldValue::Json(Cow::Owned(o.value)),
+            set_read: None,
         },
     })
 }
@@ -388,14 +396,18 @@ fn decode_slot(
     if !update && f != "read" {
         return Decoded::Other;
     }
-    let mut complete = s.complete_pos.and_then(|c| fields(history, c));
+    // Set reads whose value is needed are read while their line is scanned.
+    let final_read = final_after.is_none_or(|q| q.is_none_or(|q| s.invoke_pos > q));
+    let set_value =
+        dt == EventualDataType::Set && !update && s.outcome == Outcome::Ok && final_read;
+    let mut complete = s.complete_pos.and_then(|c| fields(history, c, set_value));
     // A read's completion usually names its key too; then its invoke need not be read.
     let need_invoke = update
         || complete
             .as_ref()
             .is_none_or(|c| c.key.is_none() || c.node.is_none());
     let mut invoke = if need_invoke {
-        match fields(history, s.invoke_pos) {
+        match fields(history, s.invoke_pos, false) {
             Some(f) => Some(f),
             None => return Decoded::Other,
         }
@@ -439,7 +451,19 @@ fn decode_slot(
         let (Some(c), Some(cpos)) = (complete, s.complete_pos) else {
             return Decoded::Other;
         };
-        match decode_read_field(dt, &c.value) {
+        let value = match c.set_read {
+            Some(scan::SetRead::List(l)) => Ok(ReadValue::List(l)),
+            Some(scan::SetRead::Split {
+                committed,
+                tentative,
+            }) => Ok(ReadValue::Split {
+                committed,
+                tentative,
+                schedule: None,
+            }),
+            None => decode_read_field(dt, &c.value),
+        };
+        match value {
             Ok(value) => Decoded::Read(
                 key,
                 ReadOp {
