@@ -168,3 +168,10 @@ fn missing_final_reads_leave_it_unknown() {
     );
     expect(&h.check(&BookingChecker), Validity::Valid);
 }
+
+#[test]
+fn a_final_read_without_a_schedule_is_unknown() {
+    let r = history(json!([[1, 1]]), json!([1, 2, 3])).check(&BookingChecker);
+    expect(&r, Validity::Unknown);
+    mentions(&r, &["final read op 7 carries no schedule"]);
+}

@@ -62,7 +62,10 @@ fn the_same_writes_in_another_commit_order_or_still_tentative_have_not_converged
     );
     let r = set_history([(&[1, 2], &[]), (&[1, 2], &[]), (&[1], &[2])]).check(&set());
     expect(&r, Validity::Invalid);
-    mentions(&r, &["has committed [2] that n3 (op 13) still holds as tentative"]);
+    mentions(
+        &r,
+        &["has committed [2] that n3 (op 13) still holds as tentative"],
+    );
 }
 
 #[test]
@@ -258,5 +261,48 @@ fn booking_schedules_compare_by_rows() {
     mentions(
         &r,
         &["n2 (op 7) has rows [1->rejected, 2->(1, 1)] that n1 (op 5) lacks"],
+    );
+}
+
+#[test]
+fn results_name_ops_by_the_history_s_own_index() {
+    // A history recorded elsewhere, whose ops carry indices 100, 101, ...
+    let mut h = set_history([(&[1, 2], &[]), (&[1, 2], &[]), (&[1], &[7])]);
+    for (i, op) in h.ops.iter_mut().enumerate() {
+        op.index = 100 + i as u64;
+    }
+    let r = h.check(&set());
+    expect(&r, Validity::Invalid);
+    mentions(
+        &r,
+        &["n3 (op 113) has [7] that n1 (op 109), n2 (op 111) lacks"],
+    );
+    assert!(evidence_indices(&r).contains(&113));
+}
+
+#[test]
+fn a_history_without_nodes_is_one_replica() {
+    let mut h = H::new();
+    h.add(0, "k", 1, "n1");
+    h.read(1, "k", json!([1]), "n1");
+    for op in &mut h.ops {
+        op.node = None;
+    }
+    let r = h.check(&set());
+    expect(&r, Validity::Valid);
+    assert_eq!(r.details["final_reads"], 1);
+}
+
+#[test]
+fn an_unreadable_read_value_is_unknown_not_valid() {
+    let mut h = H::new();
+    h.add(0, "k", 1, "n1");
+    h.read(1, "k", json!([1]), "n1");
+    h.read(1, "k", json!({"elements": [1]}), "n1");
+    let r = h.check(&set());
+    expect(&r, Validity::Unknown);
+    mentions(
+        &r,
+        &["could not be read, e.g. op 5", "not a set read value"],
     );
 }

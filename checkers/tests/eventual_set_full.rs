@@ -208,3 +208,14 @@ fn latency_quantiles_use_nearest_rank() {
     );
     assert_eq!(r.details["stale_reads"], 3);
 }
+
+#[test]
+fn an_element_both_committed_and_tentative_counts_once() {
+    let mut h = H::new();
+    h.add(0, "k", 1, "n1");
+    h.read_ct(1, "k", &[1], &[1], "n1");
+    let r = h.check(&SetFullChecker);
+    expect(&r, Validity::Valid);
+    assert_eq!(r.details["stable"], 1);
+    assert_eq!(r.details["stale_reads"], 0);
+}

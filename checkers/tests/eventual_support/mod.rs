@@ -116,9 +116,12 @@ impl H {
     /// The history as read back from JSON Lines text (kept as text, values parsed on
     /// demand), the way recorded histories reach the checkers.
     pub fn text_history(&self) -> History {
+        // Ops built here carry index 0 unless a test set them: write positions then.
         let mut ops = self.ops.clone();
-        for (i, op) in ops.iter_mut().enumerate() {
-            op.index = i as u64;
+        if ops.iter().all(|o| o.index == 0) {
+            for (i, op) in ops.iter_mut().enumerate() {
+                op.index = i as u64;
+            }
         }
         let mut text = Vec::new();
         write_json_lines(&mut text, &ops).expect("writing to memory");
