@@ -24,6 +24,7 @@
 pub mod bench;
 mod booking;
 mod convergence;
+mod follow;
 mod prefix;
 mod scan;
 mod session;
