@@ -192,11 +192,41 @@ fn check_elements(
     let mut in_read = Bits::new(elems.len());
     for (r, (s, list)) in key.reads.iter().zip(&reads) {
         let s = *s;
+        // One pass: distinct elements, what the reader had seen before (monotonic
+        // reads), and each writer's present writes and their order (monotonic writes).
+        for &t in &touched {
+            count[t] = 0;
+            max_rank[t] = 0;
+            last_rank[t] = NONE;
+        }
+        touched.clear();
         uniq.clear();
+        let ordered = r.value.ordered();
+        let mut seen_before = 0;
+        let mut mw_order: Option<(usize, usize, usize)> = None;
         for &i in list {
+            let writer_of = writer[i as usize];
             if !present[i as usize] {
                 present[i as usize] = true;
                 uniq.push(i);
+                if first.get(s, i) < r.invoke_pos {
+                    seen_before += 1;
+                }
+                if let Some((t, j)) = writer_of {
+                    if count[t] == 0 {
+                        touched.push(t);
+                    }
+                    count[t] += 1;
+                    max_rank[t] = max_rank[t].max(j);
+                }
+            }
+            if let (true, Some((t, j))) = (ordered, writer_of) {
+                if last_rank[t] != NONE && last_rank[t] > j && mw_order.is_none() {
+                    mw_order = Some((t, j, last_rank[t]));
+                }
+                if last_rank[t] == NONE || j > last_rank[t] {
+                    last_rank[t] = j;
+                }
             }
         }
         let reader = || format!("read op {} ({})", idx(r.complete_pos), node(r.node));
@@ -225,11 +255,7 @@ fn check_elements(
         }
         // Monotonic reads.
         let need = seen_sorted[s].partition_point(|&p| p < r.invoke_pos);
-        let have = uniq
-            .iter()
-            .filter(|&&i| first.get(s, i) < r.invoke_pos)
-            .count();
-        if have < need {
+        if seen_before < need {
             out.found(Guarantee::MonotonicReads, || {
                 let missing = (0..elems.len() as u32)
                     .find(|&i| first.get(s, i) < r.invoke_pos && !present[i as usize])
@@ -249,34 +275,6 @@ fn check_elements(
         }
         // Monotonic writes: each writer's present writes are a prefix of its writes, and
         // (in an ordered read) appear in its order.
-        for &t in &touched {
-            count[t] = 0;
-            max_rank[t] = 0;
-            last_rank[t] = NONE;
-        }
-        touched.clear();
-        for &i in &uniq {
-            if let Some((t, j)) = writer[i as usize] {
-                if count[t] == 0 {
-                    touched.push(t);
-                }
-                count[t] += 1;
-                max_rank[t] = max_rank[t].max(j);
-            }
-        }
-        let mut mw_order: Option<(usize, usize, usize)> = None;
-        if r.value.ordered() {
-            for &i in list {
-                if let Some((t, j)) = writer[i as usize] {
-                    if last_rank[t] != NONE && last_rank[t] > j && mw_order.is_none() {
-                        mw_order = Some((t, j, last_rank[t]));
-                    }
-                    if last_rank[t] == NONE || j > last_rank[t] {
-                        last_rank[t] = j;
-                    }
-                }
-            }
-        }
         let mw_gap = touched
             .iter()
             .find(|&&t| count[t] < max_rank[t] + 1)
