@@ -51,6 +51,8 @@ pub const DATASET_SIZE: u64 = 2048;
 /// Pause between steps: bounds the history (and the reference replay) to a few thousand
 /// steps a minute.
 const STEP_DELAY_MS: &str = "20";
+/// Pause after failing to reach a rank before the op returns.
+const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(200);
 /// No progress for this long makes a rank abort the step and re-form the group.
 const STEP_TIMEOUT_MS: &str = "1000";
 
@@ -225,7 +227,12 @@ impl Client for DdpClient {
                     }
                 }
                 Ok(None) => self.fail(op, "no new committed step".into()),
-                Err(e) => self.fail(op, format!("unreachable: {e}")),
+                Err(e) => {
+                    // A down rank refuses at once: wait a little so a process at rate 0
+                    // does not spin (and flood the history) until it is back.
+                    tokio::time::sleep(UNREACHABLE_BACKOFF.min(self.timeout)).await;
+                    self.fail(op, format!("unreachable: {e}"))
+                }
             }
         })
     }
