@@ -285,6 +285,14 @@ pub fn run_table() -> String {
         "set history: {} ops target, {} replicas, {} keys, {} elements, {} sessions, lag up to {} ms, seed {}\n",
         cfg.ops, cfg.replicas, cfg.keys, cfg.elements, cfg.processes, cfg.max_lag_ms, cfg.seed
     );
+    // Wall times stretch when other processes share the cores; say how busy it was.
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        let one_minute = load.split_whitespace().next().unwrap_or("?");
+        out.push_str(&format!(
+            "load average (1 min) at start: {one_minute}, cores: {}\n",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ));
+    }
     match measure(&cfg) {
         Ok(run) => {
             out.push_str(&format!(
