@@ -155,7 +155,7 @@ fn a_step_reported_again_with_other_samples_is_a_changed_record_and_a_gap() {
     assert_eq!(p.anomaly_types, ["step-gap"]);
     assert!(
         p.explanation
-            .contains("rank 0 reported step 3 where step 7 was due"),
+            .contains("rank 0 (process 0) reported step 3 where step 7 was due"),
         "{}",
         p.explanation
     );
@@ -168,7 +168,7 @@ fn a_skipped_step_and_a_rising_loss_are_progress_failures() {
     assert_eq!(p.anomaly_types, ["step-gap"]);
     assert!(p
         .explanation
-        .contains("rank 1 reported step 5 where step 4 was due"));
+        .contains("rank 1 (process 1) reported step 5 where step 4 was due"));
     let rising = history(24, |_, step, mut v| {
         v["loss"] = json!(step as f64);
         Some(v)

@@ -178,27 +178,30 @@ pub(crate) fn data(seen: &[Seen], dataset_size: Option<u64>) -> CheckResult {
 /// Gap-free steps per rank, a falling loss, and the time lost to recoveries.
 pub(crate) fn progress(seen: &[Seen], history: &History) -> CheckResult {
     let mut found = Found::default();
+    // Each process follows one rank from step 1 (a fresh process starts over), so steps
+    // are checked per process: two processes may follow the same rank.
     let mut last: BTreeMap<u64, &Seen> = BTreeMap::new();
     let mut first_gap: Option<String> = None;
     for s in seen {
+        let p = s.process;
         let r = s.record.rank;
-        let expected = last.get(&r).map(|p| p.record.step + 1).unwrap_or(1);
+        let expected = last.get(&p).map(|q| q.record.step + 1).unwrap_or(1);
         if s.record.step != expected {
             first_gap.get_or_insert_with(|| {
                 format!(
-                    "rank {r} reported step {} where step {expected} was due",
+                    "rank {r} (process {p}) reported step {} where step {expected} was due",
                     s.record.step
                 )
             });
-            let mut ops: Vec<Value> = last.get(&r).map(|p| vec![p.evidence()]).unwrap_or_default();
+            let mut ops: Vec<Value> = last.get(&p).map(|q| vec![q.evidence()]).unwrap_or_default();
             ops.push(s.evidence());
             found.add(
                 "step-gap",
-                json!({"rank": r, "expected": expected, "got": s.record.step}),
+                json!({"process": p, "rank": r, "expected": expected, "got": s.record.step}),
                 ops,
             );
         }
-        last.insert(r, s);
+        last.insert(p, s);
     }
     // Loss: mean over ranks per step; the last quarter must be below the first.
     let mut loss: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
@@ -268,8 +271,8 @@ pub(crate) fn progress(seen: &[Seen], history: &History) -> CheckResult {
         .sum();
     let median = typical;
     let details = json!({
-        "ranks": last.keys().collect::<Vec<_>>(),
-        "last_step": last.iter().map(|(r, s)| (r.to_string(), s.record.step)).collect::<BTreeMap<_, _>>(),
+        "ranks": last.values().map(|s| s.record.rank).collect::<BTreeSet<_>>(),
+        "last_step_by_process": last.iter().map(|(p, s)| (p.to_string(), s.record.step)).collect::<BTreeMap<_, _>>(),
         "loss": loss_note,
         "recoveries": recoveries,
         "time_lost_ms": lost_ms,

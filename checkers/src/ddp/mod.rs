@@ -13,7 +13,8 @@
 //!   exactly once across ranks over the committed steps (`duplicate-sample`; with the data
 //!   set size, `missing-sample` for epochs every rank has finished), and a step reported
 //!   twice by a rank reports the same samples (`changed-record`).
-//! - `ddp-progress` ([`DdpCheck::Progress`]): each rank's steps are gap-free from 1
+//! - `ddp-progress` ([`DdpCheck::Progress`]): the steps each process saw of its rank are
+//!   gap-free from 1
 //!   (`step-gap`), the loss trends down (`loss-not-decreasing`); the time lost to each
 //!   recovery is reported (not judged).
 //! - `ddp-reference` ([`DdpCheck::Reference`]): every committed digest equals the
