@@ -175,7 +175,9 @@ fn analyse_key(history: &History, key: &KeyOps) -> SetFullAnalysis {
         for e in r.value.elements() {
             let Some(i) = ids.get(e).map(|i| i as usize) else {
                 if unexpected_seen.insert(e, ()).is_none() {
-                    let failed_add = failed.iter().find(|f| f.0 == e).map(|f| f.1);
+                    // `failed` is sorted by element, then invoke: the first failed add.
+                    let k = failed.partition_point(|f| f.0 < e);
+                    let failed_add = failed.get(k).filter(|f| f.0 == e).map(|f| f.1);
                     out.unexpected.push(UnexpectedElement {
                         key: key.name.clone(),
                         element: e,
