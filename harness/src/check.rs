@@ -4,6 +4,10 @@
 use anyhow::{bail, Context};
 use splitbrain_checkers::bank::{BankChecker, BankOptions};
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
+use splitbrain_checkers::eventual::{
+    BookingChecker, CommittedPrefixChecker, ConvergenceChecker, EventualDataType,
+    SessionGuaranteesChecker, SetFullChecker,
+};
 use splitbrain_checkers::jepsen::counter::CounterChecker;
 use splitbrain_checkers::linearizability::{
     FailedCas, LinearizabilityChecker, LinearizabilityOptions,
@@ -77,7 +81,8 @@ impl CheckOptions {
     }
 
     /// A checker chosen by name (`check --checker NAME`): one of Jepsen's generic
-    /// checkers (`splitbrain_checkers::jepsen::CHECKERS`) or `bank`.
+    /// checkers (`splitbrain_checkers::jepsen::CHECKERS`), `bank`, or an
+    /// eventual-consistency checker ([`EVENTUAL_CHECKERS`]).
     pub fn named_checker(&self, name: &str) -> anyhow::Result<Box<dyn Checker>> {
         if name == "bank" {
             return Ok(Box::new(BankChecker::new(BankOptions::default())));
@@ -91,6 +96,20 @@ impl CheckOptions {
             };
             return Ok(Box::new(CounterChecker { initial }));
         }
+        // The eventual-consistency checkers by name, on set-shaped histories (a counter's
+        // or a booking's are judged through `--workload counter|booking`).
+        let set = EventualDataType::Set;
+        let eventual: Option<Box<dyn Checker>> = match name {
+            "convergence" => Some(Box::new(ConvergenceChecker::new(set))),
+            "set-full" => Some(Box::new(SetFullChecker)),
+            "committed-prefix" => Some(Box::new(CommittedPrefixChecker)),
+            "session-guarantees" => Some(Box::new(SessionGuaranteesChecker::new(set))),
+            "booking" => Some(Box::new(BookingChecker)),
+            _ => None,
+        };
+        if let Some(c) = eventual {
+            return Ok(c);
+        }
         match splitbrain_checkers::jepsen::by_name(name) {
             Some(c) => Ok(c),
             None => {
@@ -98,6 +117,7 @@ impl CheckOptions {
                     .iter()
                     .map(|(n, _)| *n)
                     .chain(["bank"])
+                    .chain(EVENTUAL_CHECKERS)
                     .collect();
                 bail!(
                     "unknown checker {name:?}; known checkers: {}",
@@ -130,6 +150,15 @@ pub fn run_checkers(history: &History, checkers: &[Box<dyn Checker>]) -> Vec<Che
     checkers.iter().map(|c| c.check(history)).collect()
 }
 
+/// Eventual-consistency checkers `check --checker` knows by name.
+pub const EVENTUAL_CHECKERS: [&str; 5] = [
+    "convergence",
+    "set-full",
+    "committed-prefix",
+    "session-guarantees",
+    "booking",
+];
+
 /// Guesses which checker fits a history from the shape of its ops.
 pub fn infer_workload(history: &History) -> &'static str {
     // Slots and op names only: never materialize every op's value for a guess.
@@ -150,6 +179,19 @@ pub fn infer_workload(history: &History) -> &'static str {
     }
     if has("transfer") {
         return "bank";
+    }
+    if has("book") {
+        return "booking";
+    }
+    if has("add") {
+        // Jepsen's shapes: a set's reads return collections, a counter's numbers.
+        let numeric_reads = slots.iter().any(|s| {
+            history.op_f(s.invoke_pos) == Some("read")
+                && s.complete_pos
+                    .and_then(|c| history.op_value(c))
+                    .is_some_and(|v| v.is_number())
+        });
+        return if numeric_reads { "counter" } else { "set" };
     }
     if has("get") || has("put") {
         return "model:kv";

@@ -127,3 +127,59 @@ fn booking_workload_is_valid_in_correct_mode() {
     assert_eq!(code, Some(0), "{results:#}");
     assert_eq!(checker(&results, "booking")["valid"], true, "{results:#}");
 }
+
+/// A set history from elsewhere (two replicas, final reads after the last add, the first
+/// one in Bayou's shape, the second as given).
+fn set_history(final_n2: &str) -> String {
+    [
+        r#"{"index":0,"process":0,"type":"invoke","f":"add","value":1}"#,
+        r#"{"index":1,"process":0,"type":"ok","f":"add","value":1,"node":"n1"}"#,
+        r#"{"index":2,"process":1,"type":"invoke","f":"add","value":2}"#,
+        r#"{"index":3,"process":1,"type":"ok","f":"add","value":2,"node":"n2"}"#,
+        r#"{"index":4,"process":"nemesis","type":"info","f":"heal","value":null}"#,
+        r#"{"index":5,"process":0,"type":"invoke","f":"read","value":null}"#,
+        r#"{"index":6,"process":0,"type":"ok","f":"read","value":{"committed":[1],"tentative":[2]},"node":"n1"}"#,
+        r#"{"index":7,"process":1,"type":"invoke","f":"read","value":null}"#,
+        &format!(
+            r#"{{"index":8,"process":1,"type":"ok","f":"read","value":{final_n2},"node":"n2"}}"#
+        ),
+    ]
+    .join("\n")
+}
+
+#[test]
+fn check_infers_a_set_history_from_elsewhere_and_judges_convergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, text: String, extra: &[&str]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+            .arg("check")
+            .arg(&path)
+            .args(["--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code(), v)
+    };
+    let same = r#"{"committed":[1],"tentative":[2]}"#;
+    let (code, v) = run("ok.jsonl", set_history(same), &[]);
+    assert_eq!(code, Some(0), "{v:#}");
+    for name in ["convergence", "set-full", "committed-prefix"] {
+        assert_eq!(checker(&v, name)["valid"], true, "{name}: {v:#}");
+    }
+    // Element 2 was acknowledged at n2, but n2's final read lost it.
+    let lost = r#"{"committed":[1],"tentative":[]}"#;
+    let (code, v) = run("lost.jsonl", set_history(lost), &[]);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(checker(&v, "convergence")["valid"], false, "{v:#}");
+    // Jepsen's plain-list reads, one checker by name.
+    let (code, v) = run(
+        "plain.jsonl",
+        set_history("[1]"),
+        &["--checker", "convergence"],
+    );
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(1));
+}
