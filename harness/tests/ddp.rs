@@ -5,55 +5,15 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
-/// Runs `splitbrain test --target ddp --workload train ARGS` with 4 ranks in a fresh
-/// store; returns the exit code and results.json.
+mod support;
+
+/// Runs `splitbrain test --target ddp --workload train ARGS` with 4 ranks (one process
+/// following each) in a fresh store; returns the exit code and results.json.
 fn run_ddp(args: &[&str]) -> (Option<i32>, Value, tempfile::TempDir) {
-    let store = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_splitbrain"))
-        .args([
-            "test",
-            "--target",
-            "ddp",
-            "--workload",
-            "train",
-            "--nodes",
-            "4",
-            "--concurrency",
-            "4",
-        ])
-        .args(["--rate", "0", "--no-progress"])
-        .args(args)
-        .arg("--store")
-        .arg(store.path())
-        .output()
-        .unwrap();
-    let results = std::fs::read(store.path().join("latest/results.json")).unwrap_or_else(|e| {
-        panic!(
-            "no results.json ({e}); is splitbrain-ddp built beside splitbrain? stdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let results: Value = serde_json::from_slice(&results).unwrap();
-    assert!(
-        no_process_mentions(store.path()),
-        "rank processes outlived the run"
-    );
-    (out.status.code(), results, store)
-}
-
-fn no_process_mentions(store: &Path) -> bool {
-    let marker = store.display().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    !entries.flatten().any(|e| {
-        e.file_name().to_string_lossy().parse::<u32>().is_ok()
-            && std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
-    })
+    let mut all = vec!["--workload", "train", "--concurrency", "4", "--rate", "0"];
+    all.extend_from_slice(args);
+    support::run_target("ddp", 4, &all)
 }
 
 /// checker name -> (valid, anomaly types, explanation).
