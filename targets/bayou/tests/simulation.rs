@@ -29,6 +29,8 @@ use std::collections::BTreeSet;
 #[path = "simulation/check.rs"]
 mod check;
 use check::{Acked, Observer, Stats, Violation};
+#[path = "simulation/history.rs"]
+mod history;
 
 const NODES: u64 = 3;
 const SET_KEYS: [&str; 2] = ["s0", "s1"];
@@ -123,6 +125,8 @@ struct Sim {
     next_value: i64,
     observer: Observer,
     stats: Stats,
+    /// The run's client ops as a Jepsen history.
+    history: history::Recorder,
 }
 
 impl Sim {
@@ -154,6 +158,7 @@ impl Sim {
             next_value: 1,
             observer: Observer::default(),
             stats: Stats::default(),
+            history: history::Recorder::new(SESSIONS),
         }
     }
 
@@ -212,11 +217,13 @@ impl Sim {
             .iter()
             .position(|c| matches!(c.waiting, Some((r, _, _)) if r == req))
         else {
+            self.history.unclaimed(req, &reply, self.now);
             return;
         };
         let Some((_, node, request)) = self.clients[c].waiting.take() else {
             return;
         };
+        self.history.reply(c, &request, node, &reply, self.now);
         match (reply, request) {
             (Reply::Written { wid, vv: _ }, Request::Write { key, op, .. }) => {
                 self.stats.writes_acked += 1;
@@ -285,6 +292,7 @@ impl Sim {
         self.next_req += 1;
         self.clients[c].waiting = Some((req, node, request.clone()));
         let now = self.now;
+        self.history.invoke(c, &request, node, now);
         if let Some(core) = self.node(node).core.as_mut() {
             core.client(req, request, now);
         }
@@ -301,9 +309,9 @@ impl Sim {
         let node = self.node(id);
         node.core = None;
         node.down_until = now + down;
-        for c in &mut self.clients {
-            if matches!(c.waiting, Some((_, n, _)) if n == id) {
-                c.waiting = None;
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            if let Some((_, n, request)) = c.waiting.take_if(|(_, n, _)| *n == id) {
+                self.history.lost(i, &request, n, now);
                 self.stats.unknown += 1;
             }
         }
@@ -402,6 +410,7 @@ impl Sim {
             self.step(true);
         }
         self.cut = None;
+        self.history.heal(self.now);
         // Heal: no loss, everyone up; bounded time to converge.
         let healed = self.now;
         let mut converged = false;
