@@ -504,7 +504,9 @@ fn list_text() -> String {
     let mut out = String::from("targets:\n");
     for t in splitbrain::target::all() {
         out.push_str(&format!("  {:<24} {}\n", t.name(), t.description()));
-        out.push_str(&format!("    read modes: {}\n", t.read_modes().join(", ")));
+        if !t.read_modes().is_empty() {
+            out.push_str(&format!("    read modes: {}\n", t.read_modes().join(", ")));
+        }
         out.push_str(&format!("    workloads: {}\n", t.workloads().join(", ")));
         for b in t.bugs() {
             out.push_str(&format!("    bug {:<22} {}\n", b.name, b.description));

@@ -34,7 +34,7 @@ const BUGS: &[BugInfo] = &[
     },
     BugInfo {
         name: "lose-tentative",
-        description: "tentative writes are acknowledged before they are persisted; kill -9 loses acknowledged writes not yet propagated (fault: kill)",
+        description: "tentative writes are acknowledged before they are persisted (only their stamps reach the log); kill -9 loses acknowledged writes not yet propagated, and the restarted replica's version vector still claims them, so it never gets them back (fault: kill)",
     },
     BugInfo {
         name: "reorder-commit",
