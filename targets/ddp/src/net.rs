@@ -9,7 +9,7 @@
 //! group). Each peer has a bounded queue and a sender thread; a full queue drops frames.
 
 use crate::core::{Chunk, Msg, Rank};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, IoSlice, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::time::Duration;
@@ -19,6 +19,10 @@ const KIND_JSON: u8 = 1;
 const KIND_CHUNK: u8 = 2;
 /// Largest accepted frame.
 const MAX_FRAME: usize = 512 * 1024 * 1024;
+/// Buffer of the socket reader. Small frames (JSON, small chunks) are read in bulk
+/// through it; a frame at least this large bypasses it and goes straight from the
+/// socket into the frame buffer, saving a copy of every gradient byte.
+const IO_BUFFER: usize = 64 * 1024;
 /// Frames queued per peer.
 const QUEUE: usize = 4096;
 
@@ -31,13 +35,27 @@ pub struct Inbound {
     pub msg: Msg,
 }
 
+/// Frame checksum: four independent rotate-and-add lanes over 8-byte words (so the
+/// CPU runs them in parallel), folded together, then the tail. Changing any one word
+/// changes its lane (each step is a bijection of the lane), so it changes the sum.
 fn checksum(kind: u8, payload: &[u8]) -> u64 {
-    let mut sum = u64::from(kind) ^ ((payload.len() as u64) << 8);
-    let mut words = payload.chunks_exact(8);
-    for w in &mut words {
+    let word = |w: &[u8]| {
         let mut b = [0u8; 8];
         b.copy_from_slice(w);
-        sum = sum.rotate_left(7).wrapping_add(u64::from_le_bytes(b));
+        u64::from_le_bytes(b)
+    };
+    let mut lanes = [u64::from(kind) ^ ((payload.len() as u64) << 8), 1, 2, 3];
+    let mut blocks = payload.chunks_exact(32);
+    for block in &mut blocks {
+        for (lane, w) in lanes.iter_mut().zip(block.chunks_exact(8)) {
+            *lane = lane.rotate_left(7).wrapping_add(word(w));
+        }
+    }
+    let mut sum =
+        lanes[0] ^ lanes[1].rotate_left(16) ^ lanes[2].rotate_left(32) ^ lanes[3].rotate_left(48);
+    let mut words = blocks.remainder().chunks_exact(8);
+    for w in &mut words {
+        sum = sum.rotate_left(7).wrapping_add(word(w));
     }
     for &b in words.remainder() {
         sum = sum.rotate_left(7).wrapping_add(u64::from(b));
@@ -45,28 +63,39 @@ fn checksum(kind: u8, payload: &[u8]) -> u64 {
     sum
 }
 
-/// Encodes a message as one frame.
+/// Bytes before the payload: `[len u32][kind u8]`.
+const HEAD: usize = 5;
+
+/// Encodes a message as one frame, built in place in a single buffer: the f32s are
+/// written as little-endian bytes straight after the header (one pass, no payload copy).
 pub fn encode(msg: &Msg) -> Vec<u8> {
-    let (kind, payload) = match msg {
+    let mut out;
+    let kind = match msg {
         Msg::Chunk(c) => {
-            let mut p = vec![0u8; 24 + 4 * c.data.len()];
-            p[0..8].copy_from_slice(&c.gen.to_le_bytes());
-            p[8..16].copy_from_slice(&c.step.to_le_bytes());
-            p[16..20].copy_from_slice(&c.bucket.to_le_bytes());
-            p[20..24].copy_from_slice(&c.round.to_le_bytes());
-            // Fixed-size chunks with no capacity checks: this loop vectorizes.
-            for (dst, v) in p[24..].chunks_exact_mut(4).zip(&c.data) {
-                dst.copy_from_slice(&v.to_le_bytes());
-            }
-            (KIND_CHUNK, p)
+            out = Vec::with_capacity(HEAD + 24 + 4 * c.data.len() + 8);
+            out.extend_from_slice(&[0u8; HEAD]);
+            out.extend_from_slice(&c.gen.to_le_bytes());
+            out.extend_from_slice(&c.step.to_le_bytes());
+            out.extend_from_slice(&c.bucket.to_le_bytes());
+            out.extend_from_slice(&c.round.to_le_bytes());
+            // Straight from the f32s into spare capacity: no zero-fill pass first.
+            out.extend(c.data.iter().flat_map(|v| v.to_le_bytes()));
+            KIND_CHUNK
         }
-        other => (KIND_JSON, serde_json::to_vec(other).unwrap_or_default()),
+        other => {
+            out = vec![0u8; HEAD];
+            // A message that did not serialize leaves an empty payload, which the
+            // receiver refuses (as before).
+            if serde_json::to_writer(&mut out, other).is_err() {
+                out.truncate(HEAD);
+            }
+            KIND_JSON
+        }
     };
-    let mut out = Vec::with_capacity(payload.len() + 13);
-    out.extend_from_slice(&((payload.len() + 1) as u32).to_le_bytes());
-    out.push(kind);
-    let sum = checksum(kind, &payload);
-    out.extend_from_slice(&payload);
+    let payload_len = out.len() - HEAD;
+    out[0..4].copy_from_slice(&((payload_len + 1) as u32).to_le_bytes());
+    out[4] = kind;
+    let sum = checksum(kind, &out[HEAD..]);
     out.extend_from_slice(&sum.to_le_bytes());
     out
 }
@@ -99,16 +128,20 @@ fn decode(kind: u8, payload: &[u8]) -> Option<Msg> {
     }
 }
 
-/// Reads one frame; `None` at end of stream or on a malformed frame.
-fn read_frame(r: &mut impl Read) -> Option<Msg> {
+/// Reads one frame into `body` (reused across frames, so no allocation or zeroing per
+/// frame once it has grown); `None` at end of stream or on a malformed frame.
+fn read_frame(r: &mut impl Read, body: &mut Vec<u8>) -> Option<Msg> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len).ok()?;
     let len = u32::from_le_bytes(len) as usize;
     if len == 0 || len > MAX_FRAME {
         return None;
     }
-    let mut body = vec![0u8; len + 8];
-    r.read_exact(&mut body).ok()?;
+    if body.len() < len + 8 {
+        body.resize(len + 8, 0);
+    }
+    let body = &mut body[..len + 8];
+    r.read_exact(body).ok()?;
     let (kind, rest) = (body[0], &body[1..len]);
     let mut s = [0u8; 8];
     s.copy_from_slice(&body[len..]);
@@ -177,30 +210,49 @@ fn sender(me: Rank, addr: String, rx: Receiver<Vec<u8>>) {
             continue;
         };
         backoff = Duration::from_millis(20);
-        let mut w = BufWriter::with_capacity(1 << 20, stream);
+        let mut w = stream;
         let mut hello = MAGIC.to_vec();
         hello.extend_from_slice(&(me as u32).to_le_bytes());
         if w.write_all(&hello).is_err() {
             continue;
         }
+        let mut batch = Vec::with_capacity(BATCH);
         loop {
             let Ok(frame) = rx.recv() else { return };
-            if w.write_all(&frame).is_err() {
-                break;
-            }
-            // Coalesce what is queued, then flush.
-            let mut broken = false;
-            while let Ok(more) = rx.try_recv() {
-                if w.write_all(&more).is_err() {
-                    broken = true;
-                    break;
+            batch.push(frame);
+            // Coalesce what is queued into one vectored write: no copy into a staging
+            // buffer, and one system call for many frames.
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(more) => batch.push(more),
+                    Err(_) => break,
                 }
             }
-            if broken || w.flush().is_err() {
+            let sent = write_frames(&mut w, &batch);
+            batch.clear();
+            if sent.is_err() {
                 break;
             }
         }
     }
+}
+
+/// Frames written by one vectored write at most.
+const BATCH: usize = 64;
+
+/// Writes every frame of `frames`, in order, with vectored writes.
+fn write_frames(w: &mut impl Write, frames: &[Vec<u8>]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = frames.iter().map(|f| IoSlice::new(f)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match w.write_vectored(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Accepts peer connections forever (one thread per connection), sending every decoded
@@ -220,7 +272,7 @@ pub fn listen(listener: TcpListener, world: usize, events: Sender<Inbound>) {
 }
 
 fn receive(stream: TcpStream, world: usize, events: Sender<Inbound>) {
-    let mut r = BufReader::with_capacity(1 << 20, stream);
+    let mut r = BufReader::with_capacity(IO_BUFFER, stream);
     let mut hello = [0u8; 12];
     if r.read_exact(&mut hello).is_err() || &hello[..8] != MAGIC {
         return;
@@ -229,7 +281,8 @@ fn receive(stream: TcpStream, world: usize, events: Sender<Inbound>) {
     if from >= world {
         return;
     }
-    while let Some(msg) = read_frame(&mut r) {
+    let mut body = Vec::new();
+    while let Some(msg) = read_frame(&mut r, &mut body) {
         if events.send(Inbound { from, msg }).is_err() {
             return;
         }
@@ -258,13 +311,17 @@ mod tests {
                 data: vec![1.5, -0.0, f32::MIN_POSITIVE],
             }),
         ];
+        let mut body = Vec::new();
         for m in &msgs {
             let bytes = encode(m);
-            assert_eq!(read_frame(&mut bytes.as_slice()).as_ref(), Some(m));
+            assert_eq!(
+                read_frame(&mut bytes.as_slice(), &mut body).as_ref(),
+                Some(m)
+            );
             let mut bad = bytes.clone();
             let i = bad.len() - 10;
             bad[i] ^= 0x40;
-            assert_eq!(read_frame(&mut bad.as_slice()), None);
+            assert_eq!(read_frame(&mut bad.as_slice(), &mut body), None);
         }
     }
 

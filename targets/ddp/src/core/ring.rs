@@ -159,20 +159,24 @@ impl BucketRing {
             match self.mode {
                 ReduceMode::Ring => {
                     let mine = &mut acc[c];
-                    if k < w - 1 {
-                        for (m, r) in mine.iter_mut().zip(&data) {
-                            *m += *r;
+                    // The received buffer is reused as the outgoing one: no allocation or
+                    // extra copy per round. `r + m` is bit-identical to `m + r` (IEEE
+                    // addition commutes), so the summation order is unchanged.
+                    let mut data = data;
+                    if k < w - 2 {
+                        for (r, m) in data.iter_mut().zip(mine.iter()) {
+                            *r += *m;
                         }
-                        if k == w - 2 {
-                            for m in mine.iter_mut() {
-                                *m /= scale;
-                            }
+                    } else if k == w - 2 {
+                        for (r, m) in data.iter_mut().zip(mine.iter_mut()) {
+                            *r = (*r + *m) / scale;
+                            *m = *r;
                         }
                     } else {
                         mine.copy_from_slice(&data);
                     }
                     if k + 1 < rounds {
-                        out.push((k + 1, mine.to_vec()));
+                        out.push((k + 1, data));
                     }
                 }
                 ReduceMode::ArrivalOrder => {
