@@ -145,6 +145,19 @@ impl CheckOptions {
     }
 }
 
+/// No hollow passes: a test in which some kind of operation never succeeded (a cluster
+/// that never served a read) proves nothing about it, so it is `unknown`, with Jepsen's
+/// `stats` counts as the reason. `None` when every kind succeeded at least once.
+pub fn hollow_run(history: &History) -> Option<CheckResult> {
+    let stats = splitbrain_checkers::jepsen::stats::StatsChecker.check(history);
+    (stats.valid != splitbrain_checkers::Validity::Valid).then(|| {
+        let mut r = stats;
+        r.valid = splitbrain_checkers::Validity::Unknown;
+        r.explanation = format!("a hollow run proves nothing: {}", r.explanation);
+        r
+    })
+}
+
 /// Runs every checker on the history (in order; each checker parallelizes inside).
 pub fn run_checkers(history: &History, checkers: &[Box<dyn Checker>]) -> Vec<CheckResult> {
     checkers.iter().map(|c| c.check(history)).collect()
@@ -265,4 +278,35 @@ pub fn write_outputs(dir: &Path, summary: &RunSummary, history: &History) -> any
         splitbrain_reports::junit_xml(summary),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hollow_run;
+    use serde_json::json;
+    use splitbrain_checkers::{History, Op, OpType, Process, Validity};
+
+    fn pair(p: u64, f: &str, done: OpType) -> [Op; 2] {
+        [
+            Op::new(Process::Client(p), OpType::Invoke, f, json!(null)),
+            Op::new(Process::Client(p), done, f, json!(null)),
+        ]
+    }
+
+    #[test]
+    fn a_run_where_some_op_kind_never_succeeded_is_unknown() {
+        let mut ops: Vec<Op> = Vec::new();
+        ops.extend(pair(0, "write", OpType::Ok));
+        ops.extend(pair(0, "read", OpType::Fail));
+        ops.extend(pair(1, "read", OpType::Info));
+        let hollow = hollow_run(&History::new(ops.clone()).unwrap()).expect("hollow");
+        assert_eq!(hollow.valid, Validity::Unknown);
+        assert!(
+            hollow.explanation.contains("read"),
+            "{}",
+            hollow.explanation
+        );
+        ops.extend(pair(2, "read", OpType::Ok));
+        assert_eq!(hollow_run(&History::new(ops).unwrap()), None);
+    }
 }

@@ -331,7 +331,8 @@ pub async fn run_test(
     let history = History::new(ops).context("the recorded history is malformed")?;
     let checkers = workload.checkers(check)?;
     let results = tokio::task::spawn_blocking(move || {
-        let r = run_checkers(&history, &checkers);
+        let mut r = run_checkers(&history, &checkers);
+        r.extend(crate::check::hollow_run(&history));
         (history, r)
     })
     .await?;
