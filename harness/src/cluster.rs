@@ -79,11 +79,25 @@ pub struct PortReservation {
 }
 
 impl PortReservation {
-    /// Reserves `n` distinct free loopback ports.
+    /// Reserves `n` distinct free loopback ports, below the kernel's ephemeral range where
+    /// there is room: a port from that range, once released for a node to bind, can be
+    /// handed by the kernel to any outgoing connection in the meantime (a client's source
+    /// port), and the node then fails with "address already in use".
     pub fn new(n: usize) -> std::io::Result<PortReservation> {
-        let listeners: Vec<TcpListener> = (0..n)
-            .map(|_| TcpListener::bind("127.0.0.1:0"))
-            .collect::<Result<_, _>>()?;
+        let mut listeners: Vec<TcpListener> = Vec::with_capacity(n);
+        if let Some((lo, hi)) = ports_outside_ephemeral_range() {
+            let mut attempts = 0;
+            while listeners.len() < n && attempts < 64 * n.max(1) {
+                attempts += 1;
+                let port = rand::Rng::gen_range(&mut rand::thread_rng(), lo..hi);
+                if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+                    listeners.push(l);
+                }
+            }
+        }
+        while listeners.len() < n {
+            listeners.push(TcpListener::bind("127.0.0.1:0")?);
+        }
         let ports = listeners
             .iter()
             .map(|l| l.local_addr().map(|a| a.port()))
@@ -100,6 +114,14 @@ impl PortReservation {
     pub fn release(self) {
         drop(self.listeners);
     }
+}
+
+/// Ports the kernel never assigns by itself: from 10000 up to the start of its ephemeral
+/// range (`/proc/sys/net/ipv4/ip_local_port_range`), if that leaves a useful span.
+fn ports_outside_ephemeral_range() -> Option<(u16, u16)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let low: u16 = text.split_whitespace().next()?.parse().ok()?;
+    (low > 11_000).then_some((10_000, low))
 }
 
 struct NodeProcess {
@@ -341,4 +363,22 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ports_outside_ephemeral_range, PortReservation};
+
+    #[test]
+    fn reserved_ports_are_distinct_and_outside_the_ephemeral_range() {
+        let r = PortReservation::new(16).unwrap();
+        let mut ports = r.ports().to_vec();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 16);
+        if let Some((lo, hi)) = ports_outside_ephemeral_range() {
+            assert!(ports.iter().all(|p| (lo..hi).contains(p)), "{ports:?}");
+        }
+        r.release();
+    }
 }
