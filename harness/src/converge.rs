@@ -139,31 +139,29 @@ impl FinalReadRounds {
                 (reader, values)
             });
         }
-        let mut done: Vec<(Reader, Vec<Option<Value>>)> = Vec::new();
+        let mut slots: Vec<Option<(Reader, Vec<Option<Value>>)>> =
+            (0..self.replicas).map(|_| None).collect();
         while let Some(joined) = tasks.join_next().await {
-            if let Ok(d) = joined {
-                done.push(d);
+            if let Ok((reader, values)) = joined {
+                let r = reader.replica;
+                slots[r] = Some((reader, values));
             }
         }
-        done.sort_by_key(|(r, _)| r.replica);
-        let mut values = Vec::new();
-        let mut readers = Vec::new();
-        for (r, v) in done {
-            readers.push(r);
-            values.extend(v);
-        }
-        // A reader lost to a panicked task is replaced, so the next round still covers it.
-        for r in 0..self.replicas {
-            if !readers.iter().any(|x| x.replica == r) {
-                readers.push(Reader {
+        let mut readers = Vec::with_capacity(self.replicas);
+        let mut values = Vec::with_capacity(self.replicas * self.reads.len());
+        for (r, slot) in slots.into_iter().enumerate() {
+            // A reader lost to a panicked task is replaced, so the next round still covers it.
+            let (reader, v) = slot.unwrap_or_else(|| {
+                let reader = Reader {
                     replica: r,
                     process: FINAL_READ_PROCESS_BASE + r as u64 + 1000 * self.replicas as u64,
                     client: (self.make_client)(r),
-                });
-                values.extend(std::iter::repeat_n(None, self.reads.len()));
-            }
+                };
+                (reader, vec![None; self.reads.len()])
+            });
+            readers.push(reader);
+            values.extend(v);
         }
-        readers.sort_by_key(|r| r.replica);
         (readers, values)
     }
 }

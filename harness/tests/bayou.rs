@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::path::Path;
 
 mod support;
+use splitbrain::converge::FINAL_READ_PROCESS_BASE;
 use support::checker;
 
 /// Runs `splitbrain test --target bayou --nodes 3 ARGS` in a fresh store.
@@ -13,7 +14,7 @@ fn run_bayou(args: &[&str]) -> (Option<i32>, Value, tempfile::TempDir) {
     support::run_target("bayou", 3, args)
 }
 
-/// Ok final reads (process ids from 1,000,000 up) in the run's history, and the replicas
+/// Ok final reads (process ids from `FINAL_READ_PROCESS_BASE` up) in the run's history, and the replicas
 /// they came from.
 fn final_reads(store: &Path) -> (usize, std::collections::BTreeSet<String>) {
     let history = std::fs::read_to_string(store.join("latest/history.jsonl")).unwrap();
@@ -22,7 +23,8 @@ fn final_reads(store: &Path) -> (usize, std::collections::BTreeSet<String>) {
     for line in history.lines() {
         let op: Value = serde_json::from_str(line).unwrap();
         let p = op["process"].as_u64().unwrap_or(0);
-        if (1_000_000..2_000_000).contains(&p) && op["type"] == "ok" {
+        if (FINAL_READ_PROCESS_BASE..2 * FINAL_READ_PROCESS_BASE).contains(&p) && op["type"] == "ok"
+        {
             n += 1;
             nodes.insert(op["node"].as_str().unwrap_or("?").to_string());
         }
