@@ -1,0 +1,93 @@
+//! `splitbrain bench`: the benchmarks.
+
+use super::{runtime, usage};
+use anyhow::bail;
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// `controller`, `linearizable`, `elle`, `set` (set checkers on a 1M-op history) or
+    /// `converge` (Bayou convergence time after a heal).
+    what: String,
+    /// Client processes (controller bench).
+    #[arg(long, default_value_t = 64)]
+    processes: usize,
+    /// Seconds (controller bench).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Data directory with the public histories (linearizable bench).
+    #[arg(long, default_value = "../shared/data")]
+    data: PathBuf,
+    /// Writes pending when the partition heals (converge bench).
+    #[arg(long, default_value_t = 10_000)]
+    writes: usize,
+}
+
+pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
+    match a.what.as_str() {
+        "controller" => {
+            let dir = tempfile_dir()?;
+            let path = dir.join("bench-history.jsonl");
+            let rt = runtime()?;
+            let r = rt.block_on(splitbrain::bench::controller_throughput(
+                a.processes,
+                Duration::from_secs_f64(a.seconds),
+                &path,
+            ))?;
+            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let _ = std::fs::remove_dir_all(&dir);
+            println!("| processes | ops | seconds | ops/s | history bytes |");
+            println!("|---|---|---|---|---|");
+            println!(
+                "| {} | {} | {:.2} | {:.0} | {} |",
+                r.processes,
+                r.ops,
+                r.seconds,
+                r.ops_per_sec(),
+                bytes
+            );
+            Ok(0)
+        }
+        "linearizable" => {
+            let data = a.data.is_dir().then_some(a.data.as_path());
+            print!(
+                "{}",
+                splitbrain_checkers::linearizability::bench::run_table(data)
+            );
+            Ok(0)
+        }
+        "elle" => {
+            print!("{}", splitbrain_checkers::elle::bench::run_table());
+            Ok(0)
+        }
+        "set" => {
+            print!("{}", splitbrain_checkers::eventual::bench::run_table());
+            Ok(0)
+        }
+        "converge" => {
+            let binary = splitbrain::controller::find_binary(None, "splitbrain-bayou")?;
+            let dir = tempfile_dir()?;
+            let rt = runtime()?;
+            let table = rt.block_on(splitbrain::bench_converge::run_table(
+                binary,
+                &[25, 50, 100, 200, 500],
+                a.writes,
+                &dir,
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            print!("{}", table?);
+            Ok(0)
+        }
+        other => bail!(usage(format!(
+            "unknown benchmark {other:?}: controller, linearizable, elle, set or converge"
+        ))),
+    }
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("splitbrain-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

@@ -1,0 +1,91 @@
+//! `splitbrain check`: check a recorded history.
+
+use super::flags::CheckFlags;
+use super::{usage, verdict_code};
+use clap::Args;
+use splitbrain::check::{infer_workload, locate_history, run_checkers, write_outputs};
+use splitbrain_checkers::history::read::read_path;
+use splitbrain_reports::{history_stats, summary_table, RunSummary};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub(crate) struct CheckArgs {
+    /// A run directory (with history.jsonl) or a history file (JSONL, JSON array, EDN, Jepsen log).
+    path: PathBuf,
+    /// Workload whose checkers to use (register, append, list-append, rw-register, bank).
+    #[arg(long)]
+    workload: Option<String>,
+    /// Run these checkers (comma separated or repeated) instead: Jepsen's counter,
+    /// unique-ids, total-queue, long-fork, stats, exceptions, or bank.
+    #[arg(long = "checker", value_delimiter = ',')]
+    checkers: Vec<String>,
+    /// Output format.
+    #[arg(long, value_parser = ["table", "json"], default_value = "table")]
+    format: String,
+    #[command(flatten)]
+    check: CheckFlags,
+}
+
+pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
+    let stored = locate_history(&a.path)?;
+    let history_path = stored.history;
+    let history = read_path(&history_path)?;
+    let mut check = a.check.options();
+    // A stored run is re-checked as it was checked, unless the flags say otherwise.
+    if check.consistency_model.is_none() {
+        check.consistency_model = stored.consistency_model;
+    }
+    if check.init.is_none() {
+        check.init = stored.init;
+    }
+    let workload = a.workload.clone().or(stored.workload);
+    let (name, checkers) = match (&workload, &check.model) {
+        _ if !a.checkers.is_empty() => (
+            a.checkers.join(","),
+            a.checkers
+                .iter()
+                .map(|n| check.named_checker(n))
+                .collect::<anyhow::Result<Vec<_>>>()
+                .map_err(|e| usage(format!("{e:#}")))?,
+        ),
+        (Some(w), None) => (
+            w.clone(),
+            check.for_workload(w).map_err(|e| usage(format!("{e:#}")))?,
+        ),
+        (_, Some(m)) => (
+            format!("model:{m}"),
+            vec![check
+                .linearizability(m)
+                .map_err(|e| usage(format!("{e:#}")))?],
+        ),
+        (None, None) => {
+            let inferred = infer_workload(&history);
+            let checkers = match inferred.strip_prefix("model:") {
+                Some(m) => vec![check
+                    .linearizability(m)
+                    .map_err(|e| usage(format!("{e:#}")))?],
+                None => check.for_workload(inferred)?,
+            };
+            (inferred.to_string(), checkers)
+        }
+    };
+    let results = run_checkers(&history, &checkers);
+    let run_dir = a.path.is_dir().then(|| a.path.display().to_string());
+    let summary = RunSummary::new(
+        history_path.display().to_string(),
+        run_dir.clone(),
+        results,
+        history_stats(&history),
+        None,
+    );
+    if a.path.is_dir() {
+        write_outputs(&a.path, &summary, &history)?;
+    }
+    if a.format == "json" {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        eprintln!("checked {} as {name}", history_path.display());
+        println!("{}", summary_table(&summary));
+    }
+    Ok(verdict_code(summary.valid))
+}

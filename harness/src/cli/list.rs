@@ -1,0 +1,45 @@
+//! `splitbrain list`: targets, workloads, models, checkers and nemeses.
+
+pub(crate) fn list_text() -> String {
+    let mut out = String::from("targets:\n");
+    for t in splitbrain::target::all() {
+        out.push_str(&format!("  {:<24} {}\n", t.name(), t.description()));
+        if !t.read_modes().is_empty() {
+            out.push_str(&format!("    read modes: {}\n", t.read_modes().join(", ")));
+        }
+        out.push_str(&format!("    workloads: {}\n", t.workloads().join(", ")));
+        for b in t.bugs() {
+            out.push_str(&format!("    bug {:<22} {}\n", b.name, b.description));
+        }
+    }
+    out.push_str("workloads:\n");
+    for w in splitbrain::workload::all() {
+        out.push_str(&format!("  {:<24} {}\n", w.name(), w.description()));
+    }
+    out.push_str("linearizability models (--model):\n");
+    for (name, desc) in splitbrain_checkers::linearizability::models() {
+        out.push_str(&format!("  {name:<24} {desc}\n"));
+    }
+    out.push_str("consistency models (--consistency-model):\n");
+    for (name, desc) in splitbrain_checkers::elle::consistency_models() {
+        out.push_str(&format!("  {name:<24} {desc}\n"));
+    }
+    out.push_str("checkers (check --checker NAME):\n");
+    for (name, desc) in splitbrain_checkers::jepsen::CHECKERS {
+        out.push_str(&format!("  {name:<24} {desc}\n"));
+    }
+    out.push_str("nemeses (--nemesis, comma separated):\n");
+    for (name, desc) in [
+        ("partition", "network partitions through the proxy mesh (halves, isolate one, isolate the leader, majorities ring, bridge, one-way)"),
+        ("leader-churn", "cut the leader off; each time another node takes over, cut that one off instead (three hand-overs per fault)"),
+        ("kill", "kill -9 and restart nodes (one, a minority, a majority, all, the leader)"),
+        ("pause", "SIGSTOP / SIGCONT nodes"),
+        ("clock", "bump, strobe or skew node clocks through their admin endpoint"),
+        ("slow", "add latency with jitter to links"),
+        ("loss", "drop a fraction of link traffic"),
+        ("none", "no faults"),
+    ] {
+        out.push_str(&format!("  {name:<24} {desc}\n"));
+    }
+    out
+}

@@ -1,0 +1,83 @@
+//! Command-line definitions and the commands behind them.
+
+//!
+//! One file per command (`test`, `check`, `bench`, `list`); `flags` holds the check flags
+//! that `test` and `check` share.
+
+mod bench;
+mod check;
+mod flags;
+mod list;
+mod test;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use splitbrain_checkers::Validity;
+
+/// Exit code: the harness or the system under test could not run.
+pub const EXIT_COULD_NOT_RUN: u8 = 4;
+/// Exit code: usage error.
+pub const EXIT_USAGE: u8 = 2;
+
+/// A usage error found after parsing (bad combination, unknown name).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(String);
+
+/// Maps an error to its exit code: usage errors 2, everything else 4.
+pub fn exit_code_for(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<UsageError>().is_some() {
+        EXIT_USAGE
+    } else {
+        EXIT_COULD_NOT_RUN
+    }
+}
+
+pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+/// splitbrain: start a real cluster, drive clients while faults hit it, record every
+/// operation, and check the history for linearizability, serializability and convergence.
+#[derive(Parser, Debug)]
+#[command(name = "splitbrain", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a test against a real cluster and check it.
+    Test(Box<test::TestArgs>),
+    /// Check a recorded history (a run directory or a history file in any format).
+    Check(check::CheckArgs),
+    /// List targets, workloads, models, nemeses and bugs.
+    List,
+    /// Benchmarks: `controller`, `linearizable`, `elle`.
+    Bench(bench::BenchArgs),
+}
+
+/// Runs the parsed command and returns the exit code.
+pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Test(a) => test::cmd_test(*a),
+        Command::Check(a) => check::cmd_check(a),
+        Command::List => {
+            print!("{}", list::list_text());
+            Ok(0)
+        }
+        Command::Bench(a) => bench::cmd_bench(a),
+    }
+}
+
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+pub(crate) fn verdict_code(v: Validity) -> u8 {
+    v.exit_code() as u8
+}

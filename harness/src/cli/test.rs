@@ -1,0 +1,204 @@
+//! `splitbrain test`: run a test against a real cluster and check it.
+
+use super::flags::CheckFlags;
+use super::{runtime, usage, verdict_code, EXIT_COULD_NOT_RUN};
+use clap::Args;
+use splitbrain::controller::run_test;
+use splitbrain::spec::TestSpec;
+use splitbrain_reports::summary_table;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub(crate) struct TestArgs {
+    /// The system under test.
+    #[arg(long, default_value = "kv")]
+    target: String,
+    /// What the clients do.
+    #[arg(long, default_value = "register")]
+    workload: String,
+    /// Faults, comma separated: partition,kill,pause,clock,slow,loss or none.
+    #[arg(long, default_value = "partition,kill,pause")]
+    nemesis: String,
+    /// Mean seconds between faults.
+    #[arg(long, default_value_t = 4.0)]
+    nemesis_interval: f64,
+    /// A fault plan file (JSON: `[{"at_ms":..,"for_ms":..,"f":"kill","nodes":["n2"]}]`)
+    /// replacing the random schedule.
+    #[arg(long)]
+    nemesis_plan: Option<PathBuf>,
+    /// Number of nodes.
+    #[arg(long, default_value_t = 5)]
+    nodes: usize,
+    /// Concurrent client workers.
+    #[arg(long, default_value_t = 10)]
+    concurrency: usize,
+    /// Total target rate in ops/s (0 = as fast as possible).
+    #[arg(long, default_value_t = 200.0)]
+    rate: f64,
+    /// Seconds of the main phase.
+    #[arg(long, default_value_t = 20.0)]
+    time_limit: f64,
+    /// Client op timeout in milliseconds; a timed-out op is `info`.
+    #[arg(long, default_value_t = 1000)]
+    op_timeout_ms: u64,
+    /// Seed of every random choice (printed and stored; default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Enable a target bug (repeatable); `splitbrain list` names them.
+    #[arg(long = "bug")]
+    bugs: Vec<String>,
+    /// Shards (targets that shard).
+    #[arg(long, default_value_t = 1)]
+    shards: u32,
+    /// Read mode (targets that have several; for `txn` the isolation level:
+    /// serializable or read-committed).
+    #[arg(long)]
+    read_mode: Option<String>,
+    /// Hedged reads: milliseconds before the second request.
+    #[arg(long, default_value_t = 20)]
+    hedge_delay_ms: u64,
+    /// Keys in use at once.
+    #[arg(long, default_value_t = 8)]
+    active_keys: usize,
+    /// Ops per key before a fresh key replaces it.
+    #[arg(long, default_value_t = 100)]
+    ops_per_key: usize,
+    /// Run store directory.
+    #[arg(long, default_value = "store")]
+    store: PathBuf,
+    /// Test name (default `<target>-<workload>`).
+    #[arg(long)]
+    name: Option<String>,
+    /// Node binary (default: found beside splitbrain or on PATH).
+    #[arg(long)]
+    target_bin: Option<PathBuf>,
+    /// Do not show the progress bar.
+    #[arg(long)]
+    no_progress: bool,
+    /// Print results.json to stdout instead of the table.
+    #[arg(long, value_parser = ["table", "json"], default_value = "table")]
+    format: String,
+    #[command(flatten)]
+    check: CheckFlags,
+}
+
+pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
+    let Some(target) = splitbrain::target::by_name(&a.target) else {
+        return Err(usage(format!(
+            "unknown target {:?}; `splitbrain list` shows them",
+            a.target
+        )));
+    };
+    let Some(workload) = splitbrain::workload::by_name(&a.workload) else {
+        return Err(usage(format!(
+            "unknown workload {:?}; `splitbrain list` shows them",
+            a.workload
+        )));
+    };
+    if !target.workloads().contains(&a.workload.as_str()) {
+        return Err(usage(format!(
+            "target {} cannot run workload {:?} (it runs: {})",
+            a.target,
+            a.workload,
+            target.workloads().join(", ")
+        )));
+    }
+    for bug in &a.bugs {
+        if !target.bugs().iter().any(|b| b.name == bug) {
+            return Err(usage(format!(
+                "target {} has no bug {bug:?}; `splitbrain list` shows them",
+                a.target
+            )));
+        }
+    }
+    if let Some(mode) = &a.read_mode {
+        if !target.read_modes().contains(&mode.as_str()) {
+            return Err(usage(format!(
+                "target {} has no read mode {mode:?} (has: {})",
+                a.target,
+                target.read_modes().join(", ")
+            )));
+        }
+    }
+    if a.nodes == 0 || a.concurrency == 0 || a.time_limit <= 0.0 {
+        return Err(usage(
+            "--nodes, --concurrency and --time-limit must be positive",
+        ));
+    }
+    let nemesis: Vec<String> = a
+        .nemesis
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty() && *f != "none")
+        .map(str::to_string)
+        .collect();
+    splitbrain_nemesis::NemesisSpec::parse(&a.nemesis, Duration::from_secs(1), 0)
+        .map_err(|e| usage(e.to_string()))?;
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let check = a.check.options();
+    workload
+        .checkers(&check)
+        .map_err(|e| usage(format!("{e:#}")))?;
+    let spec = TestSpec {
+        name: a
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", a.target, a.workload)),
+        target: a.target.clone(),
+        workload: a.workload.clone(),
+        nemesis,
+        nemesis_interval_s: a.nemesis_interval,
+        nemesis_plan: a.nemesis_plan.clone(),
+        nemesis_schedule: serde_json::Value::Null,
+        nodes: a.nodes,
+        concurrency: a.concurrency,
+        rate: a.rate,
+        time_limit_s: a.time_limit,
+        op_timeout_ms: a.op_timeout_ms,
+        seed,
+        bugs: a.bugs.clone(),
+        shards: a.shards,
+        read_mode: a.read_mode.clone(),
+        consistency_model: a.check.consistency_model.clone(),
+        init: a.check.init.clone(),
+        hedge_delay_ms: a.hedge_delay_ms,
+        active_keys: a.active_keys,
+        ops_per_key: a.ops_per_key,
+        quiesce_s: 2.0,
+        store: a.store.clone(),
+        target_bin: a.target_bin.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let rt = runtime()?;
+    let outcome = rt.block_on(async {
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nsplitbrain: interrupted; stopping clients, healing, tearing down...");
+                c.cancel();
+            }
+        });
+        let show = !a.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
+        run_test(&spec, target, workload.as_ref(), &check, cancel, show).await
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let s = &outcome.summary;
+    if a.format == "json" {
+        println!("{}", serde_json::to_string_pretty(s)?);
+    } else {
+        println!("{}", summary_table(s));
+        println!("report: {}", outcome.run_dir.report().display());
+    }
+    if s.incomplete.is_some() {
+        return Ok(EXIT_COULD_NOT_RUN);
+    }
+    Ok(verdict_code(s.valid))
+}
