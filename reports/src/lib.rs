@@ -1,17 +1,21 @@
 //! # splitbrain-reports
 //!
 //! Turns a checked run into things people and machines read: the terminal summary
-//! table, `results.json`, a self-contained `report.html`, and JUnit XML for CI.
+//! table, `results.json`, a self-contained `report.html`, JUnit XML for CI, and the
+//! side-by-side comparison of runs (`splitbrain compare`).
 //!
 //! Invariants: depends only on `splitbrain-checkers` (never on the harness, tokio or
 //! the network); every output is derived from a [`RunSummary`] and the history.
 
 #![warn(missing_docs)]
 
+mod compare;
+mod compare_html;
 mod html;
 mod stats;
 mod table;
 
+pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
 pub use html::render_html;
 pub use stats::{history_stats, HistoryStats, Latency};
 pub use table::summary_table;
