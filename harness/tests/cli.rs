@@ -188,8 +188,24 @@ fn check_runs_jepsen_checkers_by_name_with_design_exit_codes() {
         );
         (out.status.code(), text)
     };
-    let (code, text) = run(&["--checker", "unique-ids", "--format", "json"], &ids);
+    let junit = dir.path().join("ids-junit.xml");
+    let (code, text) = run(
+        &[
+            "--checker",
+            "unique-ids",
+            "--format",
+            "json",
+            "--junit",
+            &junit.display().to_string(),
+        ],
+        &ids,
+    );
     assert_eq!(code, Some(1), "{text}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testcase name=\"unique-ids\"><failure") && xml.contains("failures=\"1\""),
+        "{xml}"
+    );
     assert!(
         text.contains("\"unique-ids\"") && text.contains("duplicated"),
         "{text}"
@@ -497,4 +513,75 @@ fn check_of_a_run_directory_uses_the_consistency_model_the_run_required() {
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.path().join("results.json")).unwrap()).unwrap();
     assert_eq!(results["results"][0]["valid"], false);
+}
+
+/// Two run directories made by `check` (no cluster): a valid and an invalid register run.
+#[test]
+fn compare_lays_runs_side_by_side_and_names_regressions_against_a_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str, read: u64, bug: &str| {
+        let run = dir.path().join(name).join("20261201T000000");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(
+            run.join("history.jsonl"),
+            format!(
+                "{{\"process\":0,\"type\":\"invoke\",\"f\":\"write\",\"value\":1,\"time\":0}}\n\
+                 {{\"process\":0,\"type\":\"ok\",\"f\":\"write\",\"value\":1,\"time\":1000000}}\n\
+                 {{\"process\":1,\"type\":\"invoke\",\"f\":\"read\",\"value\":null,\"time\":2000000}}\n\
+                 {{\"process\":1,\"type\":\"ok\",\"f\":\"read\",\"value\":{read},\"time\":3000000}}\n"
+            ),
+        )
+        .unwrap();
+        let bugs = if bug.is_empty() { vec![] } else { vec![bug] };
+        let spec = serde_json::json!({"target": "kv", "workload": "register", "bugs": bugs,
+            "nemesis": ["partition"], "seed": 3, "nodes": 3});
+        std::fs::write(run.join("test.json"), spec.to_string()).unwrap();
+        let out = splitbrain()
+            .args(["check", "--model", "register"])
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(run.join("results.json").is_file(), "{out:?}");
+        run
+    };
+    let good = make("kv-good", 1, "");
+    let bad = make("kv-bad", 0, "stale-read");
+    let out = splitbrain()
+        .args(["compare", "--format", "markdown", "--baseline"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("| bugs Δ |"), "{text}");
+    assert!(
+        text.contains("**stale-read**") && text.contains("**INVALID**"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kv-bad/20261201T000000: verdict INVALID where the baseline was valid"),
+        "{text}"
+    );
+    // Without a baseline nothing is a regression; a test directory means its latest run
+    // only when it has one.
+    let out = splitbrain()
+        .arg("compare")
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = splitbrain()
+        .arg("compare")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a run directory"));
 }

@@ -2,10 +2,11 @@
 
 use super::flags::CheckFlags;
 use super::{usage, verdict_code};
+use anyhow::Context;
 use clap::Args;
 use splitbrain::check::{infer_workload, locate_history, run_checkers, write_outputs};
 use splitbrain_checkers::history::read::read_path;
-use splitbrain_reports::{history_stats, summary_table, RunSummary};
+use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -22,6 +23,10 @@ pub(crate) struct CheckArgs {
     /// Output format.
     #[arg(long, value_parser = ["table", "json"], default_value = "table")]
     format: String,
+    /// Also write JUnit XML here: one test case per checker, the anomaly summary as the
+    /// failure text (a run directory gets its own `junit.xml` either way).
+    #[arg(long)]
+    junit: Option<PathBuf>,
     #[command(flatten)]
     check: CheckFlags,
 }
@@ -80,6 +85,10 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
     );
     if a.path.is_dir() {
         write_outputs(&a.path, &summary, &history)?;
+    }
+    if let Some(path) = &a.junit {
+        std::fs::write(path, junit_xml(&summary))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.format == "json" {
         println!("{}", serde_json::to_string_pretty(&summary)?);
