@@ -6,6 +6,7 @@
 
 mod bench;
 mod check;
+mod compare;
 mod flags;
 mod list;
 mod test;
@@ -54,6 +55,9 @@ enum Command {
     Check(check::CheckArgs),
     /// List targets, workloads, models, nemeses and bugs.
     List,
+    /// Runs side by side: options, verdicts, anomalies, availability, latency,
+    /// throughput; with `--baseline`, the regressions (exit 1 when any).
+    Compare(compare::CompareArgs),
     /// Benchmarks: `controller`, `linearizable`, `elle`.
     Bench(bench::BenchArgs),
 }
@@ -67,6 +71,7 @@ pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
             print!("{}", list::list_text());
             Ok(0)
         }
+        Command::Compare(a) => compare::cmd_compare(a),
         Command::Bench(a) => bench::cmd_bench(a),
     }
 }
