@@ -14,6 +14,8 @@
 //! - [`proxy::ProxyMesh`]: the default network backend. One TCP proxy per directed link
 //!   i→j; it can cut a link (both ways or one way; refusing or black-holing), delay it with
 //!   jitter, drop newline-framed messages from it, or cap its bandwidth. No privileges.
+//!   Optionally one more proxy per node fronts its client port, so that a node's answers
+//!   to clients can be slowed (`slow-client`).
 //! - [`netns::NetnsCluster`]: the Linux backend. Every node in its own network namespace on
 //!   a private bridge; faults are nftables (or iptables) rules inside those namespaces.
 //!
@@ -32,6 +34,8 @@
 //! | clock     | `start-clock`     | `stop-clock`     | `{"nodes":["n2"],"mode":"bump","offset_ms":5000,"period_ms":100}` |
 //! | slow      | `start-slow`      | `stop-slow`      | `{"nodes":["n1"],"delay_ms":50,"jitter_ms":12}` |
 //! | loss      | `start-loss`      | `stop-loss`      | `{"nodes":["n1"],"fraction":0.2}`             |
+//! | slow-client | `start-slow-client` | `stop-slow-client` | `{"nodes":["n3"],"target":"follower","delay_ms":50,"jitter_ms":0}` |
+//! | strobe-pause | `start-strobe-pause` | `stop-strobe-pause` | `{"nodes":["n1"],"target":"leader","stop_ms":30,"every_ms":300}` |
 //!
 //! A fault that could not be applied carries an `"error"` field. [`Nemesis::heal`] records
 //! the stop of whatever was still active (with `"healed": true`) and then a final `heal` op.
@@ -112,6 +116,8 @@ pub const KNOWN_FAULTS: &[&str] = &[
     "clock",
     "slow",
     "loss",
+    "slow-client",
+    "strobe-pause",
 ];
 
 /// What the nemesis may do to the cluster's processes. Implemented by the harness, which

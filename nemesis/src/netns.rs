@@ -454,6 +454,11 @@ impl NetworkFaults for NetnsCluster {
                 "delay needs tc netem, which this kernel lacks".into(),
             ));
         }
+        if faults.faulty_clients().next().is_some() {
+            return Err(NemesisError::Unsupported(
+                "client-link faults are only offered by the proxy mesh".into(),
+            ));
+        }
         if faults.faulty_flows().any(|(_, f)| f.bandwidth.is_some()) {
             return Err(NemesisError::Unsupported(
                 "bandwidth caps are only offered by the proxy mesh".into(),

@@ -43,10 +43,12 @@ impl FlowFaults {
     }
 }
 
-/// The desired fault state of every directed flow (flows absent from the map are clean).
+/// The desired fault state of every directed flow (flows absent from the map are clean),
+/// and of every node's client link (the answers node i sends to its clients).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NetFaults {
     flows: BTreeMap<(usize, usize), FlowFaults>,
+    clients: BTreeMap<usize, FlowFaults>,
 }
 
 impl NetFaults {
@@ -70,9 +72,24 @@ impl NetFaults {
         self.flows.iter().filter(|(_, f)| !f.is_clean())
     }
 
-    /// True when no flow has a fault.
+    /// True when no flow and no client link has a fault.
     pub fn is_clean(&self) -> bool {
-        self.faulty_flows().next().is_none()
+        self.faulty_flows().next().is_none() && self.faulty_clients().next().is_none()
+    }
+
+    /// The faults on node `i`'s client link (applied to its answers).
+    pub fn client(&self, i: usize) -> FlowFaults {
+        self.clients.get(&i).cloned().unwrap_or_default()
+    }
+
+    /// Mutable access to node `i`'s client link (created clean if absent).
+    pub fn client_mut(&mut self, i: usize) -> &mut FlowFaults {
+        self.clients.entry(i).or_default()
+    }
+
+    /// Every node whose client link has a fault, in node order.
+    pub fn faulty_clients(&self) -> impl Iterator<Item = (&usize, &FlowFaults)> {
+        self.clients.iter().filter(|(_, f)| !f.is_clean())
     }
 
     /// Blocks messages from→to.

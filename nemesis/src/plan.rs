@@ -33,6 +33,9 @@ pub enum Target {
     All,
     /// The node(s) the target reports as leader (a random node if it cannot say).
     Leader,
+    /// One node that leads nothing, as the target reports it, resolved when the fault
+    /// starts (a random node if it cannot say).
+    Follower,
     /// Exactly the listed nodes.
     #[default]
     Nodes,
@@ -117,6 +120,36 @@ pub enum FaultAction {
         #[serde(default)]
         jitter_ms: u64,
     },
+    /// Delay every answer the nodes send to their clients (their client links; peer
+    /// links are untouched). Needs the proxy mesh in front of client ports, which the
+    /// harness starts when a run asks for this fault.
+    SlowClient {
+        /// How the nodes were chosen (`leader`, `follower` resolved at run time).
+        #[serde(default)]
+        target: Target,
+        /// The nodes whose client links are slowed.
+        #[serde(default)]
+        nodes: Vec<String>,
+        /// Added latency per answer.
+        delay_ms: u64,
+        /// Uniform jitter around the delay.
+        #[serde(default)]
+        jitter_ms: u64,
+    },
+    /// Stop the nodes (SIGSTOP) for `stop_ms` at the start of every `every_ms` period,
+    /// for the fault's whole duration: the hiccup a garbage collector causes.
+    StrobePause {
+        /// How the nodes were chosen (`leader`, `follower` resolved at run time).
+        #[serde(default)]
+        target: Target,
+        /// The nodes strobed.
+        #[serde(default)]
+        nodes: Vec<String>,
+        /// How long each stop lasts.
+        stop_ms: u64,
+        /// The period: a stop begins every `every_ms`.
+        every_ms: u64,
+    },
     /// Drop a fraction of the messages to and from the nodes.
     Loss {
         /// The nodes whose links lose messages.
@@ -136,6 +169,8 @@ impl FaultAction {
             FaultAction::Clock { .. } => "clock",
             FaultAction::Slow { .. } => "slow",
             FaultAction::Loss { .. } => "loss",
+            FaultAction::SlowClient { .. } => "slow-client",
+            FaultAction::StrobePause { .. } => "strobe-pause",
         }
     }
 
@@ -146,6 +181,8 @@ impl FaultAction {
             | FaultAction::Pause { nodes, .. }
             | FaultAction::Clock { nodes, .. }
             | FaultAction::Slow { nodes, .. }
+            | FaultAction::SlowClient { nodes, .. }
+            | FaultAction::StrobePause { nodes, .. }
             | FaultAction::Loss { nodes, .. } => nodes.iter().map(String::as_str).collect(),
             FaultAction::Partition {
                 groups, blocked, ..
@@ -186,6 +223,16 @@ impl PlannedFault {
         if let FaultAction::Loss { fraction, .. } = self.action {
             if !(0.0..=1.0).contains(&fraction) {
                 return Err(format!("loss fraction {fraction} is not within 0..=1"));
+            }
+        }
+        if let FaultAction::StrobePause {
+            stop_ms, every_ms, ..
+        } = self.action
+        {
+            if stop_ms == 0 || stop_ms >= every_ms {
+                return Err(format!(
+                    "strobe-pause needs 0 < stop_ms < every_ms (got {stop_ms}, {every_ms})"
+                ));
             }
         }
         Ok(())

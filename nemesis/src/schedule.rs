@@ -28,8 +28,8 @@ pub(crate) const SHAPES: &[&str] = &[
 /// is never killed and paused at once, and partitions do not stack), while faults of
 /// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
 const CLASSES: &[&[&str]] = &[
-    &["kill", "pause"],
-    &["partition", "leader-churn", "slow", "loss"],
+    &["kill", "pause", "strobe-pause"],
+    &["partition", "leader-churn", "slow", "loss", "slow-client"],
     &["clock"],
 ];
 
@@ -195,6 +195,26 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
                 jitter_ms: delay_ms / 4,
             }
         }
+        "slow-client" => {
+            let target = [Target::One, Target::Follower, Target::Leader][rng.gen_range(0..3)];
+            let delay_ms = rng.gen_range(20..=200);
+            FaultAction::SlowClient {
+                target,
+                nodes: names(&pick(target, n, rng)),
+                delay_ms,
+                jitter_ms: delay_ms / 4,
+            }
+        }
+        "strobe-pause" => {
+            let target = [Target::One, Target::Follower, Target::Leader][rng.gen_range(0..3)];
+            let every_ms = rng.gen_range(200..=1_000);
+            FaultAction::StrobePause {
+                target,
+                nodes: names(&pick(target, n, rng)),
+                stop_ms: rng.gen_range(10..=every_ms / 4),
+                every_ms,
+            }
+        }
         // "loss", the only kind left after parsing
         _ => {
             let target = [Target::One, Target::All][rng.gen_range(0..2)];
@@ -206,14 +226,14 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
     }
 }
 
-/// Random nodes for a target, sorted. `Leader` gets no nodes: it is resolved at run time.
+/// Random nodes for a target, sorted. `Leader` and `Follower` get no nodes: it is resolved at run time.
 pub(crate) fn pick(target: Target, n: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
     let k = match target {
         Target::One => 1,
         Target::Minority => rng.gen_range(1..=((n - 1) / 2).max(1)),
         Target::Majority => n / 2 + 1,
         Target::All => n,
-        Target::Leader | Target::Nodes => 0,
+        Target::Leader | Target::Follower | Target::Nodes => 0,
     };
     let mut all: Vec<usize> = (0..n).collect();
     all.shuffle(rng);

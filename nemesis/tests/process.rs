@@ -345,3 +345,73 @@ fn run_and_heal_futures_are_send() {
     let heal = nemesis.heal(&cluster, &log);
     assert_send(&heal);
 }
+
+#[tokio::test]
+async fn strobe_pause_stops_a_follower_repeatedly_and_ends_running() {
+    // n3 leads, so `follower` resolves to a node that does not: n2.
+    let cluster = SleepCluster::new(3, Some(2));
+    let n2 = cluster.pid(1).unwrap();
+    let nemesis = Nemesis::new(plan_spec(
+        r#"[{"at_ms": 0, "for_ms": 300, "f": "strobe-pause", "target": "follower",
+             "stop_ms": 40, "every_ms": 100}]"#,
+    ));
+    // Watch n2's state from another thread while the strobe runs.
+    let watcher = std::thread::spawn(move || {
+        let (mut stopped, mut running) = (0, 0);
+        let end = Instant::now() + Duration::from_millis(280);
+        while Instant::now() < end {
+            match proc_state(n2) {
+                Some('T') => stopped += 1,
+                Some(_) => running += 1,
+                None => {}
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (stopped, running)
+    });
+    let log = Log::default();
+    nemesis
+        .run(&cluster, &log, Duration::from_millis(400))
+        .await
+        .unwrap();
+    let (stopped, running) = watcher.join().unwrap();
+    assert!(
+        stopped > 0 && running > 0,
+        "stopped {stopped}, running {running}"
+    );
+    assert!(matches!(
+        wait_state(n2, |s| s != Some('T')),
+        Some('S' | 'R')
+    ));
+    assert_eq!(log.fs(), vec!["start-strobe-pause", "stop-strobe-pause"]);
+    let start = log.value("start-strobe-pause");
+    assert_eq!(start["nodes"], serde_json::json!(["n2"]));
+    assert_eq!(start["target"], "follower");
+    assert_eq!(start["stop_ms"], 40);
+    nemesis.heal(&cluster, &log).await.unwrap();
+    assert_eq!(log.fs().last().map(String::as_str), Some("heal"));
+}
+
+#[tokio::test]
+async fn a_strobe_running_at_the_deadline_is_healed_with_its_stop() {
+    let cluster = SleepCluster::new(3, Some(0));
+    let n1 = cluster.pid(0).unwrap();
+    let nemesis = Nemesis::new(plan_spec(
+        r#"[{"at_ms": 0, "for_ms": 60000, "f": "strobe-pause", "target": "leader",
+             "stop_ms": 90, "every_ms": 100}]"#,
+    ));
+    let log = Log::default();
+    nemesis
+        .run(&cluster, &log, Duration::from_millis(150))
+        .await
+        .unwrap();
+    nemesis.heal(&cluster, &log).await.unwrap();
+    assert!(matches!(
+        wait_state(n1, |s| s != Some('T')),
+        Some('S' | 'R')
+    ));
+    let fs = log.fs();
+    assert_eq!(fs.first().map(String::as_str), Some("start-strobe-pause"));
+    assert!(fs.contains(&"stop-strobe-pause".to_string()), "{fs:?}");
+    assert_eq!(fs.last().map(String::as_str), Some("heal"));
+}

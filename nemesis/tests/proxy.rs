@@ -560,3 +560,86 @@ async fn leader_churn_cuts_off_each_new_leader_three_times_then_heals() {
     assert!(mesh.faults().is_clean());
     mesh.shutdown().await;
 }
+
+#[tokio::test]
+async fn slow_client_holds_only_that_nodes_answers_and_heals() {
+    use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
+    let (a, b) = (EchoServer::start().await, EchoServer::start().await);
+    let (client_a, client_b) = (EchoServer::start().await, EchoServer::start().await);
+    let mesh =
+        ProxyMesh::start_with_clients(vec![a.addr, b.addr], vec![client_a.addr, client_b.addr], 3)
+            .await
+            .unwrap();
+    let mesh = Arc::new(mesh);
+    assert!(mesh.proxies_clients());
+    assert_eq!(mesh.client_addr(2), None);
+    // A delay no test waits for: an answer held by it is simply never seen.
+    let plan: Vec<PlannedFault> = serde_json::from_str(
+        r#"[{"at_ms": 0, "for_ms": 60000, "f": "slow-client", "nodes": ["n2"],
+             "delay_ms": 600000}]"#,
+    )
+    .unwrap();
+    let nemesis = Nemesis::with_mesh(NemesisSpec::from_plan(plan), Some(mesh.clone()));
+    let ops = Ops::default();
+    let cluster = NoProcesses(2, None);
+    nemesis
+        .run(&cluster, &ops, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(
+        mesh.faults().client(1).delay,
+        Duration::from_secs(600),
+        "the fault is in place at the deadline"
+    );
+    // n2's client: the request reaches the node, the answer is held back.
+    let mut slow = Client::connect(mesh.client_addr(1).unwrap()).await;
+    slow.send("question").await;
+    assert!(client_b.wait_for("question", SOON).await);
+    assert_eq!(slow.recv(QUIET).await, None);
+    // n1's client link and the peer links are untouched.
+    let mut fast = Client::connect(mesh.client_addr(0).unwrap()).await;
+    fast.round_trip("fast").await;
+    let mut peer = Client::connect(mesh.link_addr(0, 1)).await;
+    peer.round_trip("peer").await;
+    nemesis.heal(&cluster, &ops).await.unwrap();
+    assert!(mesh.faults().is_clean());
+    let mut after = Client::connect(mesh.client_addr(1).unwrap()).await;
+    after.round_trip("healed").await;
+    let fs: Vec<String> = ops
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(f, _)| f.clone())
+        .collect();
+    assert_eq!(fs, vec!["start-slow-client", "stop-slow-client", "heal"]);
+    assert_eq!(
+        ops.0.lock().unwrap()[0].1["nodes"],
+        serde_json::json!(["n2"])
+    );
+    mesh.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_client_without_client_proxies_is_recorded_as_failed() {
+    use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
+    let (_a, _b, mesh) = two_nodes().await;
+    let mesh = Arc::new(mesh);
+    let plan: Vec<PlannedFault> = serde_json::from_str(
+        r#"[{"at_ms": 0, "for_ms": 60000, "f": "slow-client", "nodes": ["n1"], "delay_ms": 50}]"#,
+    )
+    .unwrap();
+    let nemesis = Nemesis::with_mesh(NemesisSpec::from_plan(plan), Some(mesh.clone()));
+    let ops = Ops::default();
+    let cluster = NoProcesses(2, None);
+    nemesis
+        .run(&cluster, &ops, Duration::from_millis(50))
+        .await
+        .unwrap();
+    let start = ops.0.lock().unwrap()[0].clone();
+    assert_eq!(start.0, "start-slow-client");
+    assert!(start.1["error"].is_string(), "{start:?}");
+    assert!(mesh.faults().is_clean());
+    nemesis.heal(&cluster, &ops).await.unwrap();
+    mesh.shutdown().await;
+}

@@ -12,7 +12,7 @@ fn plan(list: &str, seed: u64, n: usize) -> Vec<PlannedFault> {
     Nemesis::new(spec).schedule(n, Duration::from_secs(300))
 }
 
-const ALL: &str = "partition,kill,pause,clock,slow,loss";
+const ALL: &str = "partition,kill,pause,clock,slow,loss,slow-client,strobe-pause";
 
 #[test]
 fn same_seed_gives_same_schedule() {
@@ -196,7 +196,7 @@ fn process_targets_have_the_right_sizes() {
                 Target::Minority => (1..=2).contains(&nodes.len()),
                 Target::Majority => nodes.len() == 3,
                 Target::All => nodes.len() == 5,
-                Target::Leader => nodes.is_empty(),
+                Target::Leader | Target::Follower => nodes.is_empty(),
                 Target::Nodes => false,
             };
             assert!(ok, "{target:?} with {nodes:?}");

@@ -8,6 +8,11 @@
 //! directions, so a one-way cut i→j really loses only what i says to j, whichever side
 //! opened the connection.
 //!
+//! Optionally the mesh also fronts each node's *client* port with one more proxy of the
+//! same kind ([`ProxyMesh::start_with_clients`], [`ProxyMesh::client_addr`]): clients
+//! dial the proxy, and a client-link fault (`NetFaults::client_mut`) applies to the
+//! node's answers, e.g. "node 3 answers its clients 50 ms late".
+//!
 //! Loss drops whole newline-terminated messages (the bundled targets speak JSON lines), so
 //! a lossy link loses messages without corrupting the framing of the ones that get through.
 
@@ -50,6 +55,8 @@ pub struct ProxyMesh {
     targets: Vec<SocketAddr>,
     /// Indexed `from * nodes + to`; None on the diagonal.
     links: Vec<Option<Arc<Link>>>,
+    /// One per node when client links are proxied, else empty.
+    client_links: Vec<Arc<Link>>,
     current: Mutex<NetFaults>,
     shutdown: watch::Sender<bool>,
     accept_tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -68,43 +75,72 @@ impl ProxyMesh {
         targets: Vec<SocketAddr>,
         seed: u64,
     ) -> Result<ProxyMesh, NemesisError> {
+        ProxyMesh::start_with_clients(targets, Vec::new(), seed).await
+    }
+
+    /// Like [`ProxyMesh::start_seeded`], plus one proxy in front of each node's client
+    /// port (`clients[i]` is node i's real client address; empty for none). Clients
+    /// must then dial [`ProxyMesh::client_addr`].
+    pub async fn start_with_clients(
+        targets: Vec<SocketAddr>,
+        clients: Vec<SocketAddr>,
+        seed: u64,
+    ) -> Result<ProxyMesh, NemesisError> {
         let n = targets.len();
         let (shutdown, _) = watch::channel(false);
         let live_connections = Arc::new(AtomicUsize::new(0));
-        let mut links = Vec::with_capacity(n * n);
         let mut accept_tasks = Vec::new();
+        let mut links = Vec::with_capacity(n * n);
         for from in 0..n {
             for (to, &target) in targets.iter().enumerate() {
                 if from == to {
                     links.push(None);
                     continue;
                 }
-                let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-                let link = Arc::new(Link {
-                    listen: listener.local_addr()?,
-                    target,
-                    state: watch::channel(LinkState::default()).0,
-                    seed: seed ^ ((from * n + to) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                    connections: AtomicU64::new(0),
-                });
-                accept_tasks.push(tokio::spawn(conn::accept_loop(
-                    listener,
-                    link.clone(),
-                    shutdown.subscribe(),
-                    live_connections.clone(),
-                )));
+                let link_seed = seed ^ ((from * n + to) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let (link, task) =
+                    spawn_link(target, link_seed, &shutdown, &live_connections).await?;
+                accept_tasks.push(task);
                 links.push(Some(link));
             }
+        }
+        let mut client_links = Vec::with_capacity(clients.len());
+        for (i, &target) in clients.iter().enumerate() {
+            let link_seed = seed ^ ((n * n + i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let (link, task) = spawn_link(target, link_seed, &shutdown, &live_connections).await?;
+            accept_tasks.push(task);
+            client_links.push(link);
         }
         Ok(ProxyMesh {
             nodes: n,
             targets,
             links,
+            client_links,
             current: Mutex::new(NetFaults::new()),
             shutdown,
             accept_tasks: Mutex::new(accept_tasks),
             live_connections,
         })
+    }
+
+    /// Where clients must dial node `i`: its client proxy, or None when client links are
+    /// not proxied (or `i` is out of range).
+    pub fn client_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.client_links.get(i).map(|l| l.listen)
+    }
+
+    /// True when the nodes' client links go through proxies.
+    pub fn proxies_clients(&self) -> bool {
+        !self.client_links.is_empty()
+    }
+
+    /// Delays node `i`'s answers to its clients by `delay` ± `jitter` (zero heals).
+    pub fn set_client_delay(&self, i: usize, delay: Duration, jitter: Duration) {
+        self.update(|f| {
+            let link = f.client_mut(i);
+            link.delay = delay;
+            link.jitter = jitter;
+        });
     }
 
     /// Number of nodes the mesh connects.
@@ -152,13 +188,17 @@ impl ProxyMesh {
                         forward: faults.flow(from, to),
                         backward: faults.flow(to, from),
                     };
-                    link.state.send_if_modified(|s| {
-                        let changed = *s != want;
-                        *s = want.clone();
-                        changed
-                    });
+                    send_state(link, want);
                 }
             }
+        }
+        for (i, link) in self.client_links.iter().enumerate() {
+            // requests pass untouched; the node's answers carry the fault
+            let want = LinkState {
+                forward: FlowFaults::default(),
+                backward: faults.client(i),
+            };
+            send_state(link, want);
         }
     }
 
@@ -225,12 +265,50 @@ impl ProxyMesh {
     }
 }
 
+/// Opens one proxy listener forwarding to `target` and starts accepting on it.
+async fn spawn_link(
+    target: SocketAddr,
+    seed: u64,
+    shutdown: &watch::Sender<bool>,
+    live: &Arc<AtomicUsize>,
+) -> Result<(Arc<Link>, JoinHandle<()>), NemesisError> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let link = Arc::new(Link {
+        listen: listener.local_addr()?,
+        target,
+        state: watch::channel(LinkState::default()).0,
+        seed,
+        connections: AtomicU64::new(0),
+    });
+    let task = tokio::spawn(conn::accept_loop(
+        listener,
+        link.clone(),
+        shutdown.subscribe(),
+        live.clone(),
+    ));
+    Ok((link, task))
+}
+
+/// Gives a link new settings, waking its connections only if they changed.
+fn send_state(link: &Link, want: LinkState) {
+    link.state.send_if_modified(|s| {
+        let changed = *s != want;
+        *s = want;
+        changed
+    });
+}
+
 impl NetworkFaults for ProxyMesh {
     fn node_count(&self) -> usize {
         self.nodes
     }
 
     fn apply(&self, faults: &NetFaults) -> Result<(), NemesisError> {
+        if faults.faulty_clients().next().is_some() && !self.proxies_clients() {
+            return Err(NemesisError::Unsupported(
+                "client links are not proxied in this run".into(),
+            ));
+        }
         self.update(|f| *f = faults.clone());
         Ok(())
     }

@@ -18,15 +18,17 @@ impl Nemesis {
         recorder: &dyn NemesisRecorder,
     ) -> Result<(), NemesisError> {
         let mut errors = Vec::new();
-        let (paused, killed, clocks, net_kinds) = {
+        let (paused, killed, clocks, net_kinds, strobes) = {
             let mut st = self.state();
             let kinds: BTreeSet<&'static str> = st.net.values().map(NetPart::kind).collect();
             st.net.clear();
+            let strobes = std::mem::take(&mut st.strobes);
             (
                 std::mem::take(&mut st.paused),
                 std::mem::take(&mut st.killed),
                 std::mem::take(&mut st.clocks),
                 kinds,
+                strobes,
             )
         };
         if let Some(net) = &self.network {
@@ -55,6 +57,8 @@ impl Nemesis {
             }
         }
         step("resume", &paused, errs, &mut errors);
+        // a strobe still running when the run ended: its nodes were resumed just above
+        step("stop-strobe-pause", &strobes, Vec::new(), &mut errors);
         let mut errs = Vec::new();
         for &i in &killed {
             if let Err(e) = cluster.restart(i).await {

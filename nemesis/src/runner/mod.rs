@@ -9,15 +9,19 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::network::{CutMode, NetFaults, NetworkFaults};
+use crate::network::{CutMode, NetworkFaults};
 use crate::plan::{blocked_flows, indices, names, ClockMode, FaultAction, PlannedFault, Target};
 use crate::proxy::ProxyMesh;
 use crate::spec::NemesisSpec;
 use crate::{schedule, ClusterControl, NemesisError, NemesisRecorder};
 
 mod heal;
+mod net_parts;
+mod strobe;
 mod ticks;
 use heal::set_offsets;
+use net_parts::{rebuild, NetPart};
+use strobe::StrobeJob;
 use ticks::{clock_tick, isolate, ChurnJob, ClockJob, CHURN_HANDOVERS, CHURN_POLL};
 
 /// Shortest clock strobe / skew update period, so tick loops stay bounded.
@@ -37,26 +41,10 @@ struct State {
     paused: BTreeSet<usize>,
     /// Nodes whose clock offset may be non-zero.
     clocks: BTreeSet<usize>,
+    /// Nodes under a running strobe-pause fault.
+    strobes: BTreeSet<usize>,
     /// Active network faults by plan index; the network is rebuilt from all of them.
     net: BTreeMap<usize, NetPart>,
-}
-
-/// One active network fault's contribution to the network state.
-#[derive(Clone)]
-enum NetPart {
-    Cut(Vec<(usize, usize)>, CutMode),
-    Slow(Vec<usize>, Duration, Duration),
-    Loss(Vec<usize>, f64),
-}
-
-impl NetPart {
-    fn kind(&self) -> &'static str {
-        match self {
-            NetPart::Cut(..) => "partition",
-            NetPart::Slow(..) => "slow",
-            NetPart::Loss(..) => "loss",
-        }
-    }
 }
 
 /// A started fault: what to undo at its stop.
@@ -65,45 +53,8 @@ enum Started {
     Net,
     Clock(ClockJob),
     Churn(ChurnJob),
+    Strobe(StrobeJob),
     Failed,
-}
-
-/// Every flow to or from any of `nodes`.
-fn flows_touching(nodes: &[usize], n: usize) -> Vec<(usize, usize)> {
-    let mut flows: Vec<(usize, usize)> = nodes
-        .iter()
-        .flat_map(|&k| {
-            (0..n)
-                .filter(move |&x| x != k)
-                .flat_map(move |x| [(k, x), (x, k)])
-        })
-        .collect();
-    flows.sort_unstable();
-    flows.dedup();
-    flows
-}
-
-fn rebuild(parts: &BTreeMap<usize, NetPart>, n: usize) -> NetFaults {
-    let mut net = NetFaults::new();
-    for part in parts.values() {
-        match part {
-            NetPart::Cut(flows, mode) => flows.iter().for_each(|&(a, b)| net.cut(a, b, *mode)),
-            NetPart::Slow(nodes, delay, jitter) => {
-                for (a, b) in flows_touching(nodes, n) {
-                    let f = net.flow_mut(a, b);
-                    f.delay = f.delay.max(*delay);
-                    f.jitter = f.jitter.max(*jitter);
-                }
-            }
-            NetPart::Loss(nodes, fraction) => {
-                for (a, b) in flows_touching(nodes, n) {
-                    let f = net.flow_mut(a, b);
-                    f.loss = f.loss.max(*fraction);
-                }
-            }
-        }
-    }
-    net
 }
 
 fn with_error(mut value: Value, errors: &[String]) -> Value {
@@ -192,6 +143,7 @@ impl Nemesis {
                 .filter_map(|s| match s {
                     Started::Clock(job) if job.mode != ClockMode::Bump => Some(job.next_tick),
                     Started::Churn(job) if job.handovers_left > 0 => Some(job.next_tick),
+                    Started::Strobe(job) => Some(job.next_tick),
                     _ => None,
                 })
                 .min();
@@ -212,6 +164,9 @@ impl Nemesis {
                     }
                     Started::Churn(job) if job.handovers_left > 0 && job.next_tick <= now => {
                         self.churn_tick(cluster, recorder, k, job, n).await;
+                    }
+                    Started::Strobe(job) if job.next_tick <= now => {
+                        self.strobe_tick(cluster, job, now).await;
                     }
                     _ => {}
                 }
@@ -240,7 +195,7 @@ impl Nemesis {
         nodes: &[String],
         n: usize,
     ) -> Result<Vec<usize>, NemesisError> {
-        if target != Target::Leader {
+        if !matches!(target, Target::Leader | Target::Follower) {
             return indices(nodes, n);
         }
         let mut leaders: Vec<usize> = cluster
@@ -249,6 +204,11 @@ impl Nemesis {
             .into_iter()
             .filter(|&i| i < n)
             .collect();
+        if target == Target::Follower && !leaders.is_empty() {
+            let others: Vec<usize> = (0..n).filter(|i| !leaders.contains(i)).collect();
+            // the last one: with shards on consecutive nodes, the least likely to lead
+            return Ok(others.last().map(|&i| vec![i]).unwrap_or_default());
+        }
         if leaders.is_empty() && n > 0 {
             // the target cannot say who leads: pick a node from the seed
             let mut rng =
@@ -407,6 +367,46 @@ impl Nemesis {
                 let part = indices(nodes, n).map(|v| NetPart::Loss(v, *fraction));
                 self.start_net(recorder, k, "start-loss", desc, part, n)
             }
+            FaultAction::SlowClient {
+                target,
+                nodes,
+                delay_ms,
+                jitter_ms,
+            } => {
+                let resolved = self.resolve(cluster, k, *target, nodes, n).await;
+                let shown = resolved
+                    .as_ref()
+                    .map_or_else(|_| nodes.clone(), |v| names(v));
+                let desc = json!({"nodes": shown, "target": target, "delay_ms": delay_ms,
+                                  "jitter_ms": jitter_ms});
+                let part = resolved.map(|v| {
+                    NetPart::SlowClient(
+                        v,
+                        Duration::from_millis(*delay_ms),
+                        Duration::from_millis(*jitter_ms),
+                    )
+                });
+                self.start_net(recorder, k, "start-slow-client", desc, part, n)
+            }
+            FaultAction::StrobePause {
+                target,
+                nodes,
+                stop_ms,
+                every_ms,
+            } => {
+                let f = "start-strobe-pause";
+                let nodes = match self.resolve(cluster, k, *target, nodes, n).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        recorder.record(f, json!({"nodes": nodes, "error": e.to_string()}));
+                        return Started::Failed;
+                    }
+                };
+                let v = json!({"nodes": names(&nodes), "target": target, "stop_ms": stop_ms,
+                               "every_ms": every_ms});
+                recorder.record(f, v);
+                self.strobe_start(cluster, nodes, *stop_ms, *every_ms).await
+            }
         }
     }
 
@@ -481,17 +481,7 @@ impl Nemesis {
                 );
             }
             (Started::Nodes(nodes), _) => {
-                for &i in &nodes {
-                    if !self.state().paused.contains(&i) {
-                        continue;
-                    }
-                    match cluster.resume(i).await {
-                        Ok(()) => {
-                            self.state().paused.remove(&i);
-                        }
-                        Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
-                    }
-                }
+                errors.extend(self.resume_paused(cluster, &nodes).await);
                 recorder.record(
                     "resume",
                     with_error(json!({"nodes": names(&nodes)}), &errors),
@@ -508,12 +498,21 @@ impl Nemesis {
                 let v = json!({"nodes": names(&job.nodes), "offset_ms": 0});
                 recorder.record("stop-clock", with_error(v, &errors));
             }
+            (Started::Strobe(job), _) => {
+                let nodes = job.nodes.clone();
+                errors.extend(self.strobe_end(cluster, job).await);
+                let v = json!({"nodes": names(&nodes)});
+                recorder.record("stop-strobe-pause", with_error(v, &errors));
+            }
             (Started::Net | Started::Churn(_), action) => {
                 let kind = action.kind();
+                let mut slowed = None;
                 let result = match &self.network {
                     Some(net) => {
                         let mut st = self.state();
-                        st.net.remove(&k);
+                        if let Some(NetPart::SlowClient(nodes, ..)) = st.net.remove(&k) {
+                            slowed = Some(names(&nodes));
+                        }
                         net.apply(&rebuild(&st.net, n))
                     }
                     None => Ok(()),
@@ -530,6 +529,9 @@ impl Nemesis {
                     } => partition_value(shape, groups, blocked, *mode),
                     FaultAction::Slow { nodes, .. } | FaultAction::Loss { nodes, .. } => {
                         json!({"nodes": nodes})
+                    }
+                    FaultAction::SlowClient { nodes, .. } => {
+                        json!({"nodes": slowed.unwrap_or_else(|| nodes.clone())})
                     }
                     _ => json!({}),
                 };
@@ -557,7 +559,9 @@ fn describe(plan: &[PlannedFault], started: &BTreeMap<usize, Started>) -> String
         .iter()
         .filter(|(_, s)| !matches!(s, Started::Failed))
         .map(|(&k, s)| match (s, &plan[k].action) {
-            (Started::Nodes(nodes), a) | (Started::Clock(ClockJob { nodes, .. }), a) => {
+            (Started::Nodes(nodes), a)
+            | (Started::Clock(ClockJob { nodes, .. }), a)
+            | (Started::Strobe(StrobeJob { nodes, .. }), a) => {
                 format!("{} {}", a.kind(), names(nodes).join(","))
             }
             (_, FaultAction::Partition { shape, .. }) => format!("partition {shape}"),
