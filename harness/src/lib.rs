@@ -21,6 +21,7 @@ pub mod converge;
 pub mod mesh;
 pub mod progress;
 pub mod recorder;
+pub mod serve;
 pub mod spec;
 pub mod store;
 pub mod target;

@@ -1,7 +1,8 @@
 //! The run store: `store/<test-name>/<timestamp>/` with test.json, history.jsonl,
 //! results.json, report.html and node logs, plus `store/latest` and
-//! `store/<test-name>/latest` links.
+//! `store/<test-name>/latest` links; and reading stored runs back (`compare`, `serve`).
 
+use splitbrain_reports::{ComparedRun, RunOptions, RunSummary};
 use std::path::{Path, PathBuf};
 
 /// One run's directory.
@@ -67,31 +68,131 @@ fn relink(link: &Path, target: &Path) -> std::io::Result<()> {
 
 /// `YYYYMMDDTHHMMSS` in UTC: wall-clock time only names runs.
 fn wall_clock_stamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    chrono::Utc::now().format(STAMP_FORMAT).to_string()
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+/// How run directories are named (UTC).
+const STAMP_FORMAT: &str = "%Y%m%dT%H%M%S";
+
+/// Why a stored run could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredRunError {
+    /// Neither the directory nor its `latest` run holds a results.json.
+    #[error("{0} is not a run directory (no results.json in it or in its `latest` run)")]
+    NotARun(PathBuf),
+    /// results.json could not be read or parsed.
+    #[error("{path}: {why}")]
+    Results {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+}
+
+/// Reads a run's `test.json` (what it was asked to do) and `results.json` (what it
+/// found). A test directory stands for its `latest` run.
+pub fn load_run(path: &Path) -> Result<ComparedRun, StoredRunError> {
+    let dir = if path.join("results.json").is_file() {
+        path.to_path_buf()
+    } else if path.join("latest").join("results.json").is_file() {
+        path.join("latest")
+    } else {
+        return Err(StoredRunError::NotARun(path.to_path_buf()));
+    };
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let results = dir.join("results.json");
+    let bad = |why: String| StoredRunError::Results {
+        path: results.clone(),
+        why,
+    };
+    let text = std::fs::read_to_string(&results).map_err(|e| bad(e.to_string()))?;
+    let summary: RunSummary = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("not a splitbrain results.json: {e}")))?;
+    // test.json is absent for `splitbrain check` on a bare history; options stay blank then.
+    let spec: serde_json::Value = std::fs::read_to_string(dir.join("test.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Ok(ComparedRun {
+        label: run_label(&dir),
+        options: options_from_spec(&spec),
+        summary,
+    })
+}
+
+/// Every run under `root` (`<test>/<run>/results.json`), newest first; `latest` links
+/// and unreadable runs are skipped.
+pub fn list_runs(root: &Path) -> Vec<ComparedRun> {
+    let mut runs = Vec::new();
+    let Ok(tests) = std::fs::read_dir(root) else {
+        return runs;
+    };
+    for test in tests.flatten() {
+        if !test.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(test.path()) else {
+            continue;
+        };
+        for run in entries.flatten() {
+            if run.file_type().is_ok_and(|t| t.is_dir()) {
+                if let Ok(r) = load_run(&run.path()) {
+                    runs.push(r);
+                }
+            }
+        }
+    }
+    runs.sort_by(|a, b| run_time(b).cmp(&run_time(a)).then(a.label.cmp(&b.label)));
+    runs
+}
+
+/// When a run started, from its directory name (`<test>/<YYYYMMDDTHHMMSS>[-n]`).
+pub fn run_time(run: &ComparedRun) -> Option<chrono::NaiveDateTime> {
+    let name = run.label.rsplit('/').next()?;
+    let stamp = name.split('-').next()?;
+    chrono::NaiveDateTime::parse_from_str(stamp, STAMP_FORMAT).ok()
+}
+
+/// `<test>/<run>`: the run's path inside the store.
+fn run_label(dir: &Path) -> String {
+    let parts: Vec<String> = dir
+        .components()
+        .rev()
+        .take(2)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
+fn options_from_spec(spec: &serde_json::Value) -> RunOptions {
+    let text = |k: &str| spec.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let list = |k: &str| -> Vec<String> {
+        spec.get(k)
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut faults = list("nemesis");
+    if spec.get("nemesis_plan").is_some_and(|p| !p.is_null()) {
+        faults = vec!["plan".to_string()];
+    }
+    RunOptions {
+        target: text("target").unwrap_or_else(|| "-".into()),
+        workload: text("workload").unwrap_or_else(|| "-".into()),
+        read_mode: text("read_mode"),
+        bugs: list("bugs"),
+        faults,
+        nodes: spec
+            .get("nodes")
+            .and_then(|v| v.as_u64())
+            .map(|n| n as usize),
+        seed: spec.get("seed").and_then(|v| v.as_u64()),
+    }
 }
 
 #[cfg(test)]
@@ -99,10 +200,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_786), (2026, 11, 29));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    fn stamps_parse_back_to_the_run_time() {
+        let stamp = wall_clock_stamp();
+        assert_eq!(stamp.len(), 15, "{stamp}");
+        let run = |label: &str| ComparedRun {
+            label: label.into(),
+            options: RunOptions::default(),
+            summary: RunSummary::new(String::new(), None, Vec::new(), Default::default(), None),
+        };
+        let t = run_time(&run(&format!("kv-register/{stamp}-2"))).unwrap();
+        assert_eq!(t.format(STAMP_FORMAT).to_string(), stamp);
+        assert!(run_time(&run("kv-register/latest")).is_none());
+    }
+
+    #[test]
+    fn reads_options_from_test_json() {
+        let spec = serde_json::json!({
+            "target": "txn", "workload": "bank", "read_mode": "read-committed",
+            "bugs": ["early-lock-release"], "nemesis": ["partition", "kill"],
+            "nemesis_plan": null, "nodes": 3, "seed": 7
+        });
+        let o = options_from_spec(&spec);
+        assert_eq!(o.target, "txn");
+        assert_eq!(o.read_mode.as_deref(), Some("read-committed"));
+        assert_eq!(o.bugs, ["early-lock-release"]);
+        assert_eq!(o.faults, ["partition", "kill"]);
+        assert_eq!((o.nodes, o.seed), (Some(3), Some(7)));
+        let planned =
+            options_from_spec(&serde_json::json!({"nemesis": [], "nemesis_plan": "p.json"}));
+        assert_eq!(planned.faults, ["plan"]);
+        assert_eq!(planned.target, "-");
+        assert_eq!(
+            run_label(Path::new("/x/store/kv-register/20261201T010203")),
+            "kv-register/20261201T010203"
+        );
+    }
+
+    #[test]
+    fn lists_runs_newest_first_and_skips_what_is_not_a_run() {
+        let root = tempfile::tempdir().unwrap();
+        let summary = RunSummary::new("t".into(), None, Vec::new(), Default::default(), None);
+        for (test, stamp) in [
+            ("a", "20261201T010000"),
+            ("b", "20261201T020000"),
+            ("a", "20261130T230000"),
+        ] {
+            let dir = root.path().join(test).join(stamp);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("results.json"),
+                serde_json::to_string(&summary).unwrap(),
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all(root.path().join("a/20261201T030000")).unwrap();
+        std::os::unix::fs::symlink("20261201T010000", root.path().join("a/latest")).unwrap();
+        let labels: Vec<String> = list_runs(root.path())
+            .into_iter()
+            .map(|r| r.label)
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "b/20261201T020000",
+                "a/20261201T010000",
+                "a/20261130T230000"
+            ]
+        );
     }
 
     #[test]

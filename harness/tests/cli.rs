@@ -515,37 +515,39 @@ fn check_of_a_run_directory_uses_the_consistency_model_the_run_required() {
     assert_eq!(results["results"][0]["valid"], false);
 }
 
-/// Two run directories made by `check` (no cluster): a valid and an invalid register run.
+/// A run directory made by `check` (no cluster): a register history whose one read
+/// returns `read` after a write of 1 (so 1 is valid, anything else invalid).
+fn checked_run(store: &Path, name: &str, read: u64, bug: &str) -> PathBuf {
+    let run = store.join(name).join("20261201T000000");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("history.jsonl"),
+        format!(
+            "{{\"process\":0,\"type\":\"invoke\",\"f\":\"write\",\"value\":1,\"time\":0}}\n\
+             {{\"process\":0,\"type\":\"ok\",\"f\":\"write\",\"value\":1,\"time\":1000000}}\n\
+             {{\"process\":1,\"type\":\"invoke\",\"f\":\"read\",\"value\":null,\"time\":2000000}}\n\
+             {{\"process\":1,\"type\":\"ok\",\"f\":\"read\",\"value\":{read},\"time\":3000000}}\n"
+        ),
+    )
+    .unwrap();
+    let bugs = if bug.is_empty() { vec![] } else { vec![bug] };
+    let spec = serde_json::json!({"target": "kv", "workload": "register", "bugs": bugs,
+        "nemesis": ["partition"], "seed": 3, "nodes": 3});
+    std::fs::write(run.join("test.json"), spec.to_string()).unwrap();
+    let out = splitbrain()
+        .args(["check", "--model", "register"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(run.join("results.json").is_file(), "{out:?}");
+    run
+}
+
 #[test]
 fn compare_lays_runs_side_by_side_and_names_regressions_against_a_baseline() {
     let dir = tempfile::tempdir().unwrap();
-    let make = |name: &str, read: u64, bug: &str| {
-        let run = dir.path().join(name).join("20261201T000000");
-        std::fs::create_dir_all(&run).unwrap();
-        std::fs::write(
-            run.join("history.jsonl"),
-            format!(
-                "{{\"process\":0,\"type\":\"invoke\",\"f\":\"write\",\"value\":1,\"time\":0}}\n\
-                 {{\"process\":0,\"type\":\"ok\",\"f\":\"write\",\"value\":1,\"time\":1000000}}\n\
-                 {{\"process\":1,\"type\":\"invoke\",\"f\":\"read\",\"value\":null,\"time\":2000000}}\n\
-                 {{\"process\":1,\"type\":\"ok\",\"f\":\"read\",\"value\":{read},\"time\":3000000}}\n"
-            ),
-        )
-        .unwrap();
-        let bugs = if bug.is_empty() { vec![] } else { vec![bug] };
-        let spec = serde_json::json!({"target": "kv", "workload": "register", "bugs": bugs,
-            "nemesis": ["partition"], "seed": 3, "nodes": 3});
-        std::fs::write(run.join("test.json"), spec.to_string()).unwrap();
-        let out = splitbrain()
-            .args(["check", "--model", "register"])
-            .arg(&run)
-            .output()
-            .unwrap();
-        assert!(run.join("results.json").is_file(), "{out:?}");
-        run
-    };
-    let good = make("kv-good", 1, "");
-    let bad = make("kv-bad", 0, "stale-read");
+    let good = checked_run(dir.path(), "kv-good", 1, "");
+    let bad = checked_run(dir.path(), "kv-bad", 0, "stale-read");
     let out = splitbrain()
         .args(["compare", "--format", "markdown", "--baseline"])
         .arg(&good)
@@ -584,4 +586,86 @@ fn compare_lays_runs_side_by_side_and_names_regressions_against_a_baseline() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a run directory"));
+}
+
+/// One HTTP/1.1 GET over a raw socket, so the path reaches the server exactly as written
+/// (a client library would normalise `..` away). Returns the status and the body.
+fn raw_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+#[test]
+fn serve_lists_runs_serves_reports_and_refuses_to_leave_the_store() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "do not serve").unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let good = checked_run(store.path(), "kv-good", 1, "");
+    checked_run(store.path(), "kv-bad", 0, "stale-read");
+    std::fs::write(good.join("report.html"), "<html>the report</html>").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), good.join("escape.txt")).unwrap();
+    let mut child = splitbrain()
+        .args(["serve", "--listen", "127.0.0.1:0", "--store"])
+        .arg(store.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let check = std::panic::catch_unwind(|| {
+        let addr = first
+            .split("http://")
+            .nth(1)
+            .map(|a| a.trim().trim_end_matches('/').to_string())
+            .unwrap_or_else(|| panic!("no address in {first:?}"));
+        let (code, page) = raw_get(&addr, "/");
+        assert_eq!(code, 200, "{page}");
+        assert!(
+            page.contains("kv-good/20261201T000000") && page.contains("kv-bad/20261201T000000")
+        );
+        let (_, invalid) = raw_get(&addr, "/?verdict=invalid");
+        assert!(invalid.contains("kv-bad/") && !invalid.contains("kv-good/20261201T000000/report"));
+        let (code, report) = raw_get(&addr, "/runs/kv-good/20261201T000000/report.html");
+        assert_eq!(code, 200);
+        assert!(report.contains("the report") && report.contains("text/html"));
+        let (code, _) = raw_get(&addr, "/runs/kv-good/20261201T000000/history.jsonl");
+        assert_eq!(code, 200);
+        for attack in [
+            "/runs/../../../etc/passwd",
+            "/runs/kv-good/..%2f..%2f..%2fetc%2fpasswd",
+            "/runs/%2e%2e/%2e%2e/etc/passwd",
+            "/runs/%2fetc%2fpasswd",
+            "/runs/kv-good/20261201T000000/escape.txt",
+            "/runs/kv-good/20261201T000000/missing",
+        ] {
+            let (code, body) = raw_get(&addr, attack);
+            assert_eq!(code, 404, "{attack}: {body}");
+            assert!(
+                !body.contains("do not serve") && !body.contains("root:"),
+                "{attack}"
+            );
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = check {
+        std::panic::resume_unwind(e);
+    }
 }

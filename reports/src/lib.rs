@@ -13,11 +13,13 @@ mod compare;
 mod compare_html;
 mod html;
 mod stats;
+mod store_index;
 mod table;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
 pub use html::render_html;
 pub use stats::{history_stats, HistoryStats, Latency};
+pub use store_index::{directory_html, store_index_html, IndexedRun};
 pub use table::summary_table;
 
 use serde::{Deserialize, Serialize};

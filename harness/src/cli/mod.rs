@@ -9,6 +9,7 @@ mod check;
 mod compare;
 mod flags;
 mod list;
+mod serve;
 mod test;
 
 use anyhow::Context;
@@ -58,6 +59,9 @@ enum Command {
     /// Runs side by side: options, verdicts, anomalies, availability, latency,
     /// throughput; with `--baseline`, the regressions (exit 1 when any).
     Compare(compare::CompareArgs),
+    /// Browse the run store over HTTP (loopback by default): runs, reports, histories,
+    /// node logs.
+    Serve(serve::ServeArgs),
     /// Benchmarks: `controller`, `linearizable`, `elle`.
     Bench(bench::BenchArgs),
 }
@@ -72,6 +76,7 @@ pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Compare(a) => compare::cmd_compare(a),
+        Command::Serve(a) => serve::cmd_serve(a),
         Command::Bench(a) => bench::cmd_bench(a),
     }
 }
