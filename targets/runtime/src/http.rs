@@ -1,18 +1,19 @@
-//! A tiny HTTP/1.1 server for JSON APIs, and the clock admin endpoint.
+//! The JSON-over-HTTP front of every reference system, and the clock admin endpoint.
 //!
-//! Supports what the harness's client and `curl` send: one request at a time per
-//! connection with keep-alive, `Content-Length` or chunked request bodies, and
-//! `Expect: 100-continue`. Every response carries a JSON body and a `Content-Length`.
+//! A target writes one handler from [`Request`] to [`Response`] (a status and a JSON
+//! body); [`serve`] runs it behind axum/hyper, which speak HTTP/1.1 (keep-alive,
+//! pipelining, chunked bodies, `Expect: 100-continue`).
 
 use crate::clock::OffsetClock;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::serve::ListenerExt;
+use axum::Router;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-/// Largest accepted request head (request line plus headers), in bytes.
-const MAX_HEAD: usize = 64 * 1024;
 /// Largest accepted request body, in bytes.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
@@ -60,231 +61,50 @@ impl Response {
     }
 }
 
-/// Serves HTTP on `listener` forever, calling `handler` for each request. Each connection
-/// runs in its own task; a broken connection only ends that task.
+/// Serves HTTP on `listener` forever, calling `handler` for each request. HTTP itself
+/// (keep-alive, pipelining, chunked bodies, `Expect: 100-continue`) is axum's and
+/// hyper's; every request reaches `handler` as a [`Request`], whatever its path.
 pub async fn serve<F, Fut>(listener: TcpListener, handler: F)
 where
     F: Fn(Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Response> + Send + 'static,
 {
     let handler = Arc::new(handler);
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(_) => {
-                // Out of file descriptors or similar: back off instead of spinning.
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+    let app = Router::new().fallback(move |req: axum::extract::Request| {
         let handler = handler.clone();
-        tokio::spawn(async move {
-            let _ = serve_connection(stream, handler).await;
-        });
-    }
-}
-
-async fn serve_connection<F, Fut>(stream: TcpStream, handler: Arc<F>) -> std::io::Result<()>
-where
-    F: Fn(Request) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Response> + Send + 'static,
-{
-    let (read_half, mut write_half) = stream.into_split();
-    let mut reader = BufReader::new(read_half);
-    loop {
-        let parsed = match read_request(&mut reader, &mut write_half).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(()),
-            Err(RequestError::Io(e)) => return Err(e),
-            Err(RequestError::Bad(detail)) => {
-                let resp = Response::error(400, "bad-request", detail);
-                write_response(&mut write_half, &resp, false).await?;
-                return Ok(());
-            }
-        };
-        let (request, keep_alive) = parsed;
-        let resp = handler(request).await;
-        write_response(&mut write_half, &resp, keep_alive).await?;
-        if !keep_alive {
-            return Ok(());
-        }
-    }
-}
-
-enum RequestError {
-    Io(std::io::Error),
-    Bad(String),
-}
-
-impl From<std::io::Error> for RequestError {
-    fn from(e: std::io::Error) -> Self {
-        RequestError::Io(e)
-    }
-}
-
-/// Reads one request; `Ok(None)` on a clean end of stream between requests.
-async fn read_request<R, W>(
-    reader: &mut BufReader<R>,
-    writer: &mut W,
-) -> Result<Option<(Request, bool)>, RequestError>
-where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    let mut line = String::new();
-    let mut head_len = 0usize;
-    // Skip blank lines between requests (tolerated by RFC 9112).
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        head_len += n;
-        if head_len > MAX_HEAD {
-            return Err(RequestError::Bad("request head too large".into()));
-        }
-        if !line.trim().is_empty() {
-            break;
-        }
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_string();
-    let target = parts.next().unwrap_or_default().to_string();
-    let version = parts.next().unwrap_or_default().to_string();
-    if method.is_empty() || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
-        return Err(RequestError::Bad(format!(
-            "bad request line {:?}",
-            line.trim()
-        )));
-    }
-    let mut keep_alive = version != "HTTP/1.0";
-    let mut content_length = 0usize;
-    let mut chunked = false;
-    let mut expect_continue = false;
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line).await?;
-        if n == 0 {
-            return Err(RequestError::Bad("end of stream inside headers".into()));
-        }
-        head_len += n;
-        if head_len > MAX_HEAD {
-            return Err(RequestError::Bad("request head too large".into()));
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            return Err(RequestError::Bad(format!("bad header {header:?}")));
-        };
-        let name = name.trim().to_ascii_lowercase();
-        let value = value.trim();
-        match name.as_str() {
-            "content-length" => {
-                content_length = value
-                    .parse()
-                    .map_err(|_| RequestError::Bad(format!("bad content-length {value:?}")))?;
-            }
-            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
-            "connection" => {
-                let v = value.to_ascii_lowercase();
-                if v.contains("close") {
-                    keep_alive = false;
-                } else if v.contains("keep-alive") {
-                    keep_alive = true;
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = match axum::body::to_bytes(body, MAX_BODY).await {
+                Ok(b) => b.to_vec(),
+                Err(e) => {
+                    return reply(Response::error(
+                        413,
+                        "bad-request",
+                        format!("request body unreadable or over {MAX_BODY} bytes: {e}"),
+                    ))
                 }
-            }
-            "expect" => expect_continue = value.eq_ignore_ascii_case("100-continue"),
-            _ => {}
+            };
+            reply(
+                handler(Request {
+                    method: parts.method.as_str().to_string(),
+                    path: parts.uri.path().to_string(),
+                    body,
+                })
+                .await,
+            )
         }
-    }
-    if expect_continue {
-        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
-        writer.flush().await?;
-    }
-    let body = if chunked {
-        read_chunked(reader).await?
-    } else {
-        if content_length > MAX_BODY {
-            return Err(RequestError::Bad("body too large".into()));
-        }
-        let mut body = vec![0u8; content_length];
-        reader.read_exact(&mut body).await?;
-        body
-    };
-    let path = target.split('?').next().unwrap_or("/").to_string();
-    Ok(Some((Request { method, path, body }, keep_alive)))
+    });
+    // Small JSON requests on keep-alive connections: Nagle's delay would add tens of ms.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    // axum::serve retries failed accepts itself (after a pause); it never ends on its own.
+    let _ = axum::serve(listener, app).await;
 }
 
-async fn read_chunked<R>(reader: &mut BufReader<R>) -> Result<Vec<u8>, RequestError>
-where
-    R: tokio::io::AsyncRead + Unpin,
-{
-    let mut body = Vec::new();
-    let mut line = String::new();
-    // Bounded: every chunk adds at least one byte or ends the body, and MAX_BODY caps it.
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).await? == 0 {
-            return Err(RequestError::Bad(
-                "end of stream inside chunked body".into(),
-            ));
-        }
-        let size_text = line.trim().split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| RequestError::Bad(format!("bad chunk size {size_text:?}")))?;
-        if size == 0 {
-            // Trailers until a blank line.
-            for _ in 0..128 {
-                line.clear();
-                if reader.read_line(&mut line).await? == 0 || line.trim().is_empty() {
-                    return Ok(body);
-                }
-            }
-            return Err(RequestError::Bad("too many trailers".into()));
-        }
-        if body.len() + size > MAX_BODY {
-            return Err(RequestError::Bad("body too large".into()));
-        }
-        let start = body.len();
-        body.resize(start + size, 0);
-        reader.read_exact(&mut body[start..]).await?;
-        line.clear();
-        reader.read_line(&mut line).await?;
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Unknown",
-    }
-}
-
-async fn write_response<W>(writer: &mut W, resp: &Response, keep_alive: bool) -> std::io::Result<()>
-where
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    let body = serde_json::to_vec(&resp.body).unwrap_or_else(|_| b"null".to_vec());
-    let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n",
-        resp.status,
-        reason(resp.status),
-        body.len(),
-        if keep_alive { "keep-alive" } else { "close" }
-    );
-    let mut out = head.into_bytes();
-    out.extend_from_slice(&body);
-    writer.write_all(&out).await?;
-    writer.flush().await
+fn reply(resp: Response) -> axum::response::Response {
+    let status = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(resp.body)).into_response()
 }
 
 /// Serves the clock admin endpoint if `req` is for it, else returns `None`.
@@ -317,7 +137,8 @@ pub fn clock_admin(clock: &OffsetClock, req: &Request) -> Option<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[tokio::test]
     async fn serves_keep_alive_and_chunked() {
