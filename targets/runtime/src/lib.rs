@@ -5,9 +5,9 @@
 //! - [`clock::OffsetClock`]: the node's notion of time. Every timer and lease decision of a
 //!   bundled node reads `monotonic clock + offset`, and the harness moves the offset through
 //!   the admin endpoint to inject clock faults (bump, strobe, skew).
-//! - [`http`]: a deliberately tiny HTTP/1.1 server (keep-alive, `Content-Length` and chunked
-//!   request bodies, JSON responses) so targets need no web framework, plus
-//!   [`http::clock_admin`] which serves `GET/POST /admin/clock`.
+//! - [`http`]: the JSON-over-HTTP front: a target writes one `Request -> Response`
+//!   handler and [`http::serve`] runs it behind axum/hyper; plus [`http::clock_admin`],
+//!   which serves `GET/POST /admin/clock`.
 //! - [`cli`]: command-line conventions, e.g. parsing `--peer ID=ADDR`.
 //! - [`peer`]: the node-to-node transport, newline-delimited JSON frames over TCP.
 //!
