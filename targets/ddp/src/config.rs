@@ -21,6 +21,8 @@ pub enum Bug {
     UnorderedReduce,
     /// On the last rank, a bucket late by more than 20 ms is replaced by the previous step's result.
     StaleBucket,
+    /// After the group shrinks, the average still divides by the full world size.
+    ShrinkWithoutRescale,
 }
 
 impl Bug {
@@ -105,6 +107,14 @@ pub struct Args {
     /// No progress for this long aborts the step and re-forms the group.
     #[arg(long, default_value_t = 1000)]
     pub step_timeout_ms: i64,
+    /// A rendezvous missing ranks forms without them after this long (the rejoin
+    /// timeout), if a strict majority of the world is there.
+    #[arg(long, default_value_t = 1000)]
+    pub shrink_after_ms: i64,
+    /// Reference replay: the members of each step, as changes
+    /// `FROM_STEP:RANK,RANK,...;FROM_STEP:...` (default: every rank from step 1).
+    #[arg(long)]
+    pub members: Option<String>,
     /// Stop after this step (default: train until killed).
     #[arg(long)]
     pub steps: Option<u64>,
@@ -151,6 +161,15 @@ impl TrainConfig {
     /// Steps per epoch: each rank's shard in whole batches.
     pub fn steps_per_epoch(&self) -> u64 {
         (self.dataset_size / self.world.max(1) as u64) / self.batch.max(1)
+    }
+
+    /// The sample ids of a member's slice of a step's global batch.
+    pub fn slice_ids(&self, slice: &crate::core::Slice) -> Vec<u64> {
+        let perm = crate::data::permutation(self.seed, self.dataset_size, slice.epoch);
+        slice
+            .positions()
+            .filter_map(|p| perm.get(p as usize).copied())
+            .collect()
     }
 
     /// The sample ids of batch `index` of `epoch` in rank `rank`'s shard.
@@ -233,6 +252,10 @@ impl Args {
         CoreConfig {
             rank: self.id.saturating_sub(1) as usize,
             world: t.world,
+            min_world: t.world / 2 + 1,
+            shrink_after_ms: self.shrink_after_ms.max(0),
+            batch: t.batch,
+            dataset_size: t.dataset_size,
             buckets: t.buckets,
             ckpt_every: t.ckpt_every,
             step_timeout_ms: self.step_timeout_ms.max(10),
@@ -245,6 +268,7 @@ impl Args {
                 no_init_broadcast: self.has_bug(Bug::NoInitBroadcast),
                 unordered_reduce: self.has_bug(Bug::UnorderedReduce),
                 stale_bucket_ms: self.has_bug(Bug::StaleBucket).then_some(20),
+                shrink_without_rescale: self.has_bug(Bug::ShrinkWithoutRescale),
             },
         }
     }
@@ -284,6 +308,15 @@ impl Args {
                 world * self.batch
             ));
         }
+        if self.batch < world {
+            return Err(format!(
+                "--batch {} must be at least the world size {world} (after a shrink, every member gets a sample of an epoch's last step)",
+                self.batch
+            ));
+        }
+        if let Some(m) = &self.members {
+            parse_members(m, world as usize)?;
+        }
         if self.input == 0 || self.classes < 2 || self.hidden.contains(&0) {
             return Err(
                 "--input, --hidden widths must be positive and --classes at least 2".into(),
@@ -291,6 +324,30 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// Parses `--members`: `FROM_STEP:RANK,RANK,...` changes separated by `;`, in step order.
+pub fn parse_members(text: &str, world: usize) -> Result<Vec<(u64, Vec<usize>)>, String> {
+    let mut out: Vec<(u64, Vec<usize>)> = Vec::new();
+    for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("bad --members entry {part:?}: FROM_STEP:RANK,RANK,...");
+        let (from, ranks) = part.split_once(':').ok_or_else(bad)?;
+        let from: u64 = from.trim().parse().map_err(|_| bad())?;
+        let mut ranks: Vec<usize> = ranks
+            .split(',')
+            .map(|r| r.trim().parse::<usize>().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        ranks.sort_unstable();
+        ranks.dedup();
+        if from == 0 || ranks.is_empty() || ranks.iter().any(|r| *r >= world) {
+            return Err(bad());
+        }
+        if out.last().is_some_and(|(f, _)| *f >= from) {
+            return Err(format!("--members: steps must increase at {part:?}"));
+        }
+        out.push((from, ranks));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -81,10 +81,8 @@ impl Dataset {
     }
 }
 
-/// Rank `rank`'s indices for `epoch`, as PyTorch's `DistributedSampler` (see the module
-/// docs). `world` must be at least 1.
-pub fn shard(seed: u64, size: u64, world: u64, rank: u64, epoch: u64) -> Vec<u64> {
-    let world = world.max(1);
+/// The permutation of `0..size` for `epoch` (seeded by `seed + epoch`).
+pub fn permutation(seed: u64, size: u64, epoch: u64) -> Vec<u64> {
     let mut perm: Vec<u64> = (0..size).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(epoch));
     // Fisher-Yates.
@@ -92,6 +90,14 @@ pub fn shard(seed: u64, size: u64, world: u64, rank: u64, epoch: u64) -> Vec<u64
         let j = rng.gen_range(0..=i);
         perm.swap(i, j);
     }
+    perm
+}
+
+/// Rank `rank`'s indices for `epoch`, as PyTorch's `DistributedSampler` (see the module
+/// docs). `world` must be at least 1.
+pub fn shard(seed: u64, size: u64, world: u64, rank: u64, epoch: u64) -> Vec<u64> {
+    let world = world.max(1);
+    let perm = permutation(seed, size, epoch);
     let per_rank = size.div_ceil(world);
     let total = per_rank * world;
     let mut padded = perm.clone();

@@ -2,7 +2,7 @@
 //! `--help` and the crate README.
 
 use clap::Parser;
-use splitbrain_ddp::config::{Args, Bug};
+use splitbrain_ddp::config::{parse_members, Args, Bug};
 use splitbrain_ddp::core::{CkptId, Core};
 use splitbrain_ddp::data::Dataset;
 use splitbrain_ddp::http::Api;
@@ -27,9 +27,13 @@ fn main() {
             std::process::exit(2);
         }
         let train = args.train();
+        let members = match &args.members {
+            Some(m) => parse_members(m, train.world).unwrap_or_default(),
+            None => Vec::new(),
+        };
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        replay(&train, args.steps.unwrap_or(100), |s| {
+        replay(&train, &members, args.steps.unwrap_or(100), |s| {
             if let Ok(line) = serde_json::to_string(&s) {
                 let _ = writeln!(out, "{line}");
             }
@@ -49,6 +53,15 @@ async fn run(args: Args) -> Result<(), String> {
     let store = Store::open(&args.data_dir).map_err(|e| e.to_string())?;
     let log = store.read_log().map_err(|e| e.to_string())?;
     let committed = log.last().map(|r| r.step).unwrap_or(0);
+    // The checkpoints this rank committed: each checkpoint step's record names its gen.
+    let lineage: Vec<CkptId> = log
+        .iter()
+        .filter(|r| r.step.is_multiple_of(train.ckpt_every))
+        .map(|r| CkptId {
+            step: r.step,
+            gen: r.gen,
+        })
+        .collect();
     let durable: Vec<CkptId> = store.list().map_err(|e| e.to_string())?;
     let client_listener = tokio::net::TcpListener::bind(&args.client_listen)
         .await
@@ -87,6 +100,7 @@ async fn run(args: Args) -> Result<(), String> {
         train.init(rank),
         durable,
         committed,
+        lineage,
         boot,
         clock.now_ms(),
     );
@@ -119,6 +133,7 @@ async fn run(args: Args) -> Result<(), String> {
         step_delay: Duration::from_millis(args.step_delay_ms),
         data_pos: 0,
         pending: Default::default(),
+        history: Default::default(),
         current: None,
         logged: committed,
         overlap: !args.no_overlap,

@@ -301,7 +301,22 @@ mod tests {
                 gen: 3,
                 boot: 7,
                 ckpts: vec![CkptId { step: 5, gen: 2 }],
+                committed: Some(CkptId { step: 5, gen: 2 }),
+                view: Some(vec![0, 2, 3]),
             },
+            Msg::State(Box::new(crate::core::StateMsg {
+                gen: 4,
+                ckpt: Some(CkptId { step: 5, gen: 2 }),
+                pos: crate::core::DataPos {
+                    epoch: 1,
+                    offset: 64,
+                },
+                params: vec![f32::NAN.to_bits(), (-0.0f32).to_bits()],
+                momentum: vec![1, 2],
+                lineage: vec![CkptId { step: 5, gen: 2 }],
+                joiner_committed: 3,
+                records: b"[]".to_vec(),
+            })),
             Msg::Saved { gen: 3, step: 10 },
             Msg::Chunk(Chunk {
                 gen: 1,

@@ -7,8 +7,8 @@
 //! pass of early ones.
 
 use crate::config::TrainConfig;
-use crate::core::{CkptId, Core, Output, Phase};
-use crate::data::{self, Dataset};
+use crate::core::{CkptId, Core, DataPos, Output, Phase, Slice};
+use crate::data::Dataset;
 use crate::model::{self, Gemm};
 use crate::net::{Inbound, PeerNet};
 use crate::store::{CkptMeta, StepRecord, Store};
@@ -17,6 +17,10 @@ use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Steps of group records a checkpoint carries (see [`Driver::history`]): more than a
+/// rank can be away and still come back to records it lost.
+const HISTORY_STEPS: u64 = 512;
 
 /// Loop period when idle; bounds timer precision.
 const TICK: Duration = Duration::from_millis(5);
@@ -86,8 +90,11 @@ pub struct Driver {
     pub data_pos: u64,
     /// Records of applied, not yet checkpointed steps.
     pub pending: BTreeMap<u64, StepRecord>,
-    /// Loss and samples of the step being computed.
-    pub current: Option<(u64, f32, Vec<u64>)>,
+    /// The group's records along the current history (restored, adopted, applied),
+    /// without samples or loss: what a joiner rebuilds lost records from.
+    pub history: BTreeMap<u64, StepRecord>,
+    /// The step being computed: step, loss, slice (epoch, batch start) and samples.
+    pub current: Option<(u64, f32, Slice, Vec<u64>)>,
     /// Last step in the published log.
     pub logged: u64,
     /// Hand buckets to the all-reduce as backward produces them (false: after backward,
@@ -123,11 +130,11 @@ impl Driver {
             let now = self.now();
             self.core.tick(now);
             self.handle_outputs(&mut compute);
-            if let Some(step) = compute.take() {
+            if let Some((step, slice)) = compute.take() {
                 if !self.step_delay.is_zero() {
                     std::thread::sleep(self.step_delay);
                 }
-                self.run_step(step, &mut compute);
+                self.run_step(step, slice, &mut compute);
             }
         }
     }
@@ -144,34 +151,38 @@ impl Driver {
         }
     }
 
-    /// The sample ids this rank uses for `step`.
-    pub fn samples_for(&self, step: u64) -> (u64, Vec<u64>) {
-        let spe = self.train.steps_per_epoch();
-        let (epoch, by_step) = data::position(step, spe);
-        // The position follows the step (restored with it); the bug keeps a separate
-        // cursor that a resume does not restore.
-        let index = if self.bugs.resume_without_sampler_state {
-            self.data_pos % spe.max(1)
-        } else {
-            by_step
-        };
-        let rank = self.core.config().rank as u64;
-        let world = self.train.world as u64;
-        let shard_rank = if self.bugs.sampler_overlap && rank + 1 == world && world > 1 {
-            0
-        } else {
-            rank
-        };
-        (epoch, self.train.batch_ids(shard_rank, epoch, index))
+    /// The epoch and sample ids this rank uses for the slice the core gave it.
+    pub fn samples_for(&self, slice: Slice) -> (u64, Vec<u64>) {
+        let mut slice = slice;
+        // The position is the core's (restored with the step); the bug keeps a separate
+        // cursor of batches that a resume does not restore.
+        if self.bugs.resume_without_sampler_state {
+            let full = self.train.world as u64 * self.train.batch;
+            let spe = (self.train.dataset_size / full.max(1)).max(1);
+            let pos = DataPos {
+                epoch: self.data_pos / spe,
+                offset: (self.data_pos % spe) * full,
+            };
+            slice = pos.slice(
+                slice.world,
+                slice.index,
+                self.train.batch,
+                self.train.dataset_size,
+            );
+        }
+        if self.bugs.sampler_overlap && slice.index + 1 == slice.world && slice.world > 1 {
+            slice.index = 0;
+        }
+        (slice.epoch, self.train.slice_ids(&slice))
     }
 
-    fn run_step(&mut self, step: u64, compute: &mut Option<u64>) {
+    fn run_step(&mut self, step: u64, slice: Slice, compute: &mut Option<(u64, Slice)>) {
         let started = std::time::Instant::now();
-        let (_, ids) = self.samples_for(step);
+        let (_, ids) = self.samples_for(slice);
         let (x, y) = self.data.batch(&ids);
         let mlp = self.train.mlp.clone();
         let (loss, acts) = mlp.forward(Gemm::Simd, self.core.params(), &x, &y);
-        self.current = Some((step, loss, ids));
+        self.current = Some((step, loss, slice, ids));
         self.data_pos += 1;
         let params = self.core.params().to_vec();
         let layers = mlp.layers();
@@ -211,7 +222,7 @@ impl Driver {
         self.run_outputs(deferred, compute);
     }
 
-    fn handle_outputs(&mut self, compute: &mut Option<u64>) {
+    fn handle_outputs(&mut self, compute: &mut Option<(u64, Slice)>) {
         loop {
             let outs = self.core.take_outputs();
             if outs.is_empty() {
@@ -222,11 +233,17 @@ impl Driver {
         self.publish_status();
     }
 
-    fn run_outputs(&mut self, outs: Vec<Output>, compute: &mut Option<u64>) {
+    fn run_outputs(&mut self, outs: Vec<Output>, compute: &mut Option<(u64, Slice)>) {
         for out in outs {
             match out {
-                Output::Send { to, msg } => self.net.send(to, &msg),
-                Output::Compute { step } => *compute = Some(step),
+                Output::Send { to, mut msg } => {
+                    if let crate::core::Msg::State(state) = &mut msg {
+                        state.records = self.donor_records(state.ckpt);
+                    }
+                    self.net.send(to, &msg)
+                }
+                Output::Compute { step, slice } => *compute = Some((step, slice)),
+                Output::Adopt { id, records } => self.adopt(id, &records),
                 Output::StepDone { step } => self.step_done(step),
                 Output::SaveCheckpoint(id) => self.save(id),
                 Output::Commit { through, gen } => self.commit(through, gen),
@@ -255,23 +272,33 @@ impl Driver {
                 self.timing.steps += 1;
             }
         }
-        let Some((s, loss, samples)) = self.current.take() else {
+        let Some((s, loss, slice, samples)) = self.current.take() else {
             return;
         };
         if s != step {
             return;
         }
-        let (epoch, _) = data::position(step, self.train.steps_per_epoch());
+        let members: Vec<u64> = self.core.members().iter().map(|r| *r as u64).collect();
         let record = StepRecord {
             rank: self.core.config().rank as u64,
-            world: self.train.world as u64,
+            world: members.len() as u64,
+            members,
             step,
-            epoch,
+            epoch: slice.epoch,
             gen: self.core.gen(),
             digest: model::digest(self.core.params()),
-            loss,
+            loss: Some(loss),
+            offset: slice.start,
             samples,
         };
+        self.history.insert(
+            step,
+            StepRecord {
+                samples: Vec::new(),
+                loss: None,
+                ..record.clone()
+            },
+        );
         self.pending.insert(step, record);
     }
 
@@ -286,7 +313,13 @@ impl Driver {
             step: id.step,
             gen: id.gen,
             data_pos: self.data_pos,
+            pos: self.core.pos(),
             records,
+            history: self
+                .history
+                .range(id.step.saturating_sub(HISTORY_STEPS) + 1..=id.step)
+                .map(|(_, r)| r.clone())
+                .collect(),
             params: self.core.params().len(),
         };
         if let Err(e) = self
@@ -306,24 +339,115 @@ impl Driver {
             Err(e) => fatal(&e),
         };
         self.pending.clear();
+        self.history = ckpt
+            .meta
+            .history
+            .iter()
+            .map(|r| (r.step, r.clone()))
+            .collect();
         self.current = None;
         if !self.bugs.resume_without_sampler_state {
             self.data_pos = ckpt.meta.data_pos;
         }
         let now = self.now();
-        self.core.restored(ckpt.params, ckpt.momentum, now);
+        self.core
+            .restored(ckpt.params, ckpt.momentum, ckpt.meta.pos, now);
+    }
+
+    /// The group's records up to the resume point `ckpt`, for a joiner (all we hold: it
+    /// keeps them to pass on).
+    fn donor_records(&self, ckpt: Option<CkptId>) -> Vec<u8> {
+        let Some(c) = ckpt else {
+            return Vec::new();
+        };
+        let out: Vec<&StepRecord> = self.history.range(..=c.step).map(|(_, r)| r).collect();
+        serde_json::to_vec(&out).unwrap_or_default()
+    }
+
+    /// Saves the state a donor sent as checkpoint `id`; first publishes, as ours, the
+    /// records rebuilt from the donor's of the steps we were a member of and lost.
+    fn adopt(&mut self, id: CkptId, donor: &[u8]) {
+        self.pending.clear();
+        let rank = self.core.config().rank as u64;
+        let donor: Vec<StepRecord> = serde_json::from_slice(donor).unwrap_or_default();
+        let mut rebuilt = Vec::new();
+        self.history = donor
+            .iter()
+            .filter(|r| r.step <= id.step)
+            .map(|r| (r.step, r.clone()))
+            .collect();
+        for rec in donor {
+            if rec.step <= self.logged || rec.step > id.step {
+                continue;
+            }
+            let Some(index) = rec.members.iter().position(|m| *m == rank) else {
+                continue;
+            };
+            let pos = DataPos {
+                epoch: rec.epoch,
+                offset: rec.offset,
+            };
+            let slice = pos.slice(
+                rec.members.len() as u64,
+                index as u64,
+                self.train.batch,
+                self.train.dataset_size,
+            );
+            rebuilt.push(StepRecord {
+                rank,
+                loss: None,
+                samples: self.train.slice_ids(&slice),
+                ..rec
+            });
+        }
+        if !rebuilt.is_empty() {
+            if let Err(e) = self.store.append_log(&rebuilt) {
+                fatal(&e);
+            }
+            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.steps.extend(rebuilt);
+        }
+        let meta = CkptMeta {
+            step: id.step,
+            gen: id.gen,
+            data_pos: self.data_pos,
+            pos: self.core.pos(),
+            records: Vec::new(),
+            history: self.history.values().cloned().collect(),
+            params: self.core.params().len(),
+        };
+        if let Err(e) = self
+            .store
+            .save(&meta, self.core.params(), self.core.momentum())
+        {
+            fatal(&e);
+        }
+        self.logged = self.logged.max(id.step);
+        self.shared.commits.send_replace(self.logged);
+        let now = self.now();
+        self.core.checkpoint_saved(id, now);
     }
 
     fn commit(&mut self, through: u64, gen: u64) {
         let k = self.train.ckpt_every;
         let mut records = Vec::new();
         let mut at = (self.logged / k + 1) * k;
+        let held: std::collections::BTreeSet<CkptId> = match self.store.list() {
+            Ok(l) => l.into_iter().collect(),
+            Err(e) => fatal(&e),
+        };
         while at <= through {
-            match self.store.load(CkptId { step: at, gen }) {
-                Ok(c) => {
-                    records.extend(c.meta.records.into_iter().filter(|r| r.step > self.logged))
+            // A checkpoint of these steps that this rank does not hold is one it adopted
+            // or never had: it was not a member then, so it has no records of them.
+            let id = CkptId { step: at, gen };
+            if held.contains(&id) {
+                match self.store.load(id) {
+                    // An adopted checkpoint also holds the donor's records: only ours count.
+                    Ok(c) => records.extend(c.meta.records.into_iter().filter(|r| {
+                        r.step > self.logged && r.rank == self.core.config().rank as u64
+                    })),
+                    Err(e) => fatal(&e),
                 }
-                Err(e) => fatal(&e),
             }
             at += k;
         }
@@ -344,7 +468,7 @@ impl Driver {
         let phase = match self.core.phase() {
             Phase::Rendezvous => "rendezvous",
             Phase::Restoring => "restoring",
-            Phase::AwaitInit => "await-init",
+            Phase::AwaitState => "await-state",
             Phase::Training => "training",
             Phase::Finished => "finished",
         };

@@ -39,8 +39,11 @@ pub enum StoreError {
 pub struct StepRecord {
     /// Rank (0-based).
     pub rank: u64,
-    /// World size.
+    /// Members of the group that ran the step (its size is `world`).
     pub world: u64,
+    /// The ranks of that group.
+    #[serde(default)]
+    pub members: Vec<u64>,
     /// Step (from 1).
     pub step: u64,
     /// Epoch (from 0).
@@ -49,8 +52,13 @@ pub struct StepRecord {
     pub gen: u64,
     /// Digest of the parameters after the step.
     pub digest: String,
-    /// This rank's loss on its micro-batch (before the update).
-    pub loss: f32,
+    /// This rank's loss on its micro-batch (before the update); `None` in a record
+    /// rebuilt from another member's after this rank lost its own (see
+    /// [`crate::core::StateMsg::records`]).
+    pub loss: Option<f32>,
+    /// First position of the step's global batch in the epoch's permutation.
+    #[serde(default)]
+    pub offset: u64,
     /// Sample ids this rank consumed.
     pub samples: Vec<u64>,
 }
@@ -62,10 +70,17 @@ pub struct CkptMeta {
     pub step: u64,
     /// Generation that wrote it.
     pub gen: u64,
-    /// Data position (batches consumed) after `step`.
+    /// Batches this rank consumed (the cursor of the resume-without-sampler-state bug).
     pub data_pos: u64,
-    /// Records of the steps since the previous checkpoint.
+    /// The sampler's position after `step`.
+    #[serde(default)]
+    pub pos: crate::core::DataPos,
+    /// This rank's records of the steps since the previous checkpoint.
     pub records: Vec<StepRecord>,
+    /// The group's records (any member's, without samples or loss) of the last steps
+    /// up to `step`, from which a joiner rebuilds records it lost.
+    #[serde(default)]
+    pub history: Vec<StepRecord>,
     /// Number of parameters.
     pub params: usize,
 }
@@ -296,11 +311,13 @@ mod tests {
         StepRecord {
             rank: 0,
             world: 1,
+            members: vec![0],
             step,
             epoch: 0,
             gen: 1,
             digest: "ab".into(),
-            loss: 1.5,
+            loss: Some(1.5),
+            offset: 0,
             samples: vec![step],
         }
     }
@@ -313,6 +330,8 @@ mod tests {
             step: 10,
             gen: 2,
             data_pos: 10,
+            pos: Default::default(),
+            history: Vec::new(),
             records: vec![record(9), record(10)],
             params: 3,
         };

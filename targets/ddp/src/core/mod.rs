@@ -1,40 +1,67 @@
-//! The rank's protocol as a sans-IO state machine: rendezvous (group formation), the
-//! per-step bucketed ring all-reduce, the optimizer step, checkpoints and step commit.
+//! The rank's protocol as a sans-IO state machine: rendezvous (group formation, elastic
+//! shrink and grow), the per-step bucketed ring all-reduce, the optimizer step,
+//! checkpoints and step commit.
 //!
 //! The driver (`node.rs`, or the simulation in the tests) feeds it messages, local
 //! gradient buckets, finished checkpoints and clock ticks, and carries out its
 //! [`Output`]s. It computes nothing but sums and the SGD update, and does no I/O.
 //!
-//! **Rendezvous** (as torchrun's): every group has a generation number. A rank that sees a
-//! failure — no progress for `step_timeout_ms` (a dead, stalled or cut-off peer), or a
-//! peer announcing itself from an older generation (it restarted) — aborts the step and
-//! announces generation `gen + 1` with the list of checkpoints it holds durably. A rank
-//! hearing of a newer generation aborts and joins it. When a rank holds the announcements
-//! of all `W` ranks for its generation it resumes from the newest checkpoint (step and
-//! generation that wrote it) that every rank announced, or from scratch (rank 0 then
-//! broadcasts its initial parameters) if there is none. Each rank announces the same
-//! list every time for one generation, so all ranks choose the same resume point.
+//! **Rendezvous** (after torchrun's elastic rendezvous, `--nnodes=MIN:MAX`): every group
+//! has a generation number and a member set. A rank that sees a failure — no progress
+//! for `step_timeout_ms` (a dead, stalled or cut-off peer), a member announcing itself
+//! again (it restarted), or a non-member announcing itself (a rank coming back: the
+//! group grows) — aborts the step and announces generation `gen + 1` with the
+//! checkpoints it holds and the last checkpoint it committed. A rank hearing of a newer
+//! generation aborts and joins it. Each rank then fixes its *view* of the members: all
+//! `W` ranks once all have announced, or — after `shrink_after_ms` without them (the
+//! rejoin timeout) — the ranks heard so far, if they are at least `min_world` (a strict
+//! majority, so two groups of one generation always share a rank); a rank that hears a
+//! view containing itself before fixing its own adopts it. The view is announced, fixed
+//! for the generation; the group forms when every member announced the same view. Two
+//! differing views in one generation make the rank move to `gen + 1`; a rank left out
+//! of a view moves to `gen + 1`, which brings the group back to rendezvous with it.
+//!
+//! **Resume point**: the newest checkpoint (by step, then generation) any member holds,
+//! or scratch when none holds any (the first member's initial parameters). A committed
+//! checkpoint is held by every member of the group that committed it, and any two groups
+//! share a rank (majorities), so the resume point is never below a committed step; a
+//! checkpoint of an abandoned group at a higher step continues the committed history
+//! (its group resumed from it), so taking it loses nothing. Members holding it restore
+//! it from disk; the first of them sends it (parameters, momentum, data position, the
+//! committed checkpoints it knows of, and — added by its driver — its step records up to
+//! it) to the others, the *joiners*. A joiner publishes its own records of checkpoints
+//! that list shows committed, rebuilds from the donor's records its records of steps it
+//! was a member of but lost (it gave its gradient, then went away before saving), saves
+//! the received state as that checkpoint and says `Saved`. The resume point is committed
+//! at once when every member holds it, else when every member has said `Saved` for it.
 //!
 //! **Commit**: a step is committed once the checkpoint covering it is durable on every
-//! rank: when a rank has `Saved` from all `W` ranks of its generation, or when a
-//! rendezvous resumes from that checkpoint. Checkpoints older than the last committed
-//! one are forgotten, never the committed one itself, so the resume point of every later
-//! rendezvous is at or after every step any rank committed: a committed step is never
-//! rolled back, and every rank eventually commits the same steps with the same records.
+//! member: when a rank has `Saved` from all members of its generation, or when a
+//! rendezvous resumes from that checkpoint as above. Checkpoints older than the last
+//! committed one are forgotten, never the committed one itself, so the resume point of
+//! every later rendezvous is at or after every step any rank committed: a committed step
+//! is never rolled back, and every member of a committed step commits the same record.
+//!
+//! **Data and averaging**: the data position ([`DataPos`]) is part of the state (saved in
+//! checkpoints, sent to joiners); each step's global batch is cut from it for the current
+//! member count, and the averaged gradient divides by the member count.
 
+mod commit;
+mod position;
 mod rendezvous;
 pub mod ring;
+mod step;
 
-use ring::{BucketRing, ReduceMode};
+pub use position::{DataPos, Slice};
+use rendezvous::JoinInfo;
+
+use ring::BucketRing;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 /// A rank, `0..W`.
 pub type Rank = usize;
-
-/// Bucket number used by the initial-parameter broadcast.
-pub const INIT_BUCKET: u32 = u32::MAX;
 
 /// A checkpoint's identity: the step it holds and the generation that wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -52,7 +79,7 @@ pub struct Chunk {
     pub gen: u64,
     /// Training step.
     pub step: u64,
-    /// Bucket number ([`INIT_BUCKET`] for the parameter broadcast).
+    /// Bucket number.
     pub bucket: u32,
     /// Ring round.
     pub round: u32,
@@ -63,7 +90,8 @@ pub struct Chunk {
 /// A message between ranks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Msg {
-    /// "I am in generation `gen` and hold these checkpoints durably."
+    /// "I am in generation `gen`, hold these checkpoints durably, last committed
+    /// `committed`, and (once fixed) see these members."
     Join {
         /// Generation.
         gen: u64,
@@ -71,7 +99,16 @@ pub enum Msg {
         boot: u64,
         /// Checkpoints held.
         ckpts: Vec<CkptId>,
+        /// The last checkpoint the sender committed.
+        #[serde(default)]
+        committed: Option<CkptId>,
+        /// The sender's view of the group's members, once fixed.
+        #[serde(default)]
+        view: Option<Vec<Rank>>,
     },
+    /// The resume state for a member that does not hold the resume point (or, from
+    /// scratch, the first member's initial parameters).
+    State(Box<StateMsg>),
     /// "My checkpoint of `step` in generation `gen` is durable."
     Saved {
         /// Generation.
@@ -81,6 +118,32 @@ pub enum Msg {
     },
     /// Ring traffic.
     Chunk(Chunk),
+}
+
+/// Training state sent to a joiner. Floats travel as their bit patterns, so the copy is
+/// exact whatever the encoding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateMsg {
+    /// Generation.
+    pub gen: u64,
+    /// The resume checkpoint (`None`: from scratch).
+    pub ckpt: Option<CkptId>,
+    /// Data position after its step.
+    pub pos: DataPos,
+    /// Parameters (f32 bits).
+    pub params: Vec<u32>,
+    /// Momentum (f32 bits).
+    pub momentum: Vec<u32>,
+    /// Checkpoints the sender knows to be committed.
+    pub lineage: Vec<CkptId>,
+    /// The last step the joiner said it committed.
+    pub joiner_committed: u64,
+    /// Filled in by the sender's driver: its records of the steps after
+    /// `joiner_committed` up to the resume point (opaque to the core), from which the
+    /// joiner rebuilds its own records of the steps it was a member of but lost (it gave
+    /// its gradient, then went away before it saved the checkpoint).
+    #[serde(default)]
+    pub records: Vec<u8>,
 }
 
 /// Deliberate bugs the core implements.
@@ -95,6 +158,8 @@ pub struct Bugs {
     /// On the last rank, a bucket not reduced this long (ms) after its local gradient is
     /// replaced by the previous step's result.
     pub stale_bucket_ms: Option<i64>,
+    /// After a shrink the average still divides by the full world size `W`.
+    pub shrink_without_rescale: bool,
 }
 
 /// Settings of one rank's core.
@@ -102,8 +167,16 @@ pub struct Bugs {
 pub struct CoreConfig {
     /// This rank.
     pub rank: Rank,
-    /// World size `W`.
+    /// World size `W` (the most ranks a group has).
     pub world: usize,
+    /// The fewest members a group forms with (a strict majority of `W`).
+    pub min_world: usize,
+    /// A rendezvous waits this long for missing ranks before forming without them.
+    pub shrink_after_ms: i64,
+    /// Micro-batch per member.
+    pub batch: u64,
+    /// Samples in the data set.
+    pub dataset_size: u64,
     /// Gradient buckets: ranges of the flat parameter vector.
     pub buckets: Vec<Range<usize>>,
     /// Checkpoint (and commit) every this many steps.
@@ -134,11 +207,24 @@ pub enum Output {
     },
     /// Load this checkpoint and call [`Core::restored`].
     Restore(CkptId),
-    /// Compute the local gradient of `step` with [`Core::params`] and feed its buckets
-    /// through [`Core::local_bucket`].
+    /// Compute the local gradient of `step` with [`Core::params`] on the samples of
+    /// `slice` and feed its buckets through [`Core::local_bucket`].
     Compute {
         /// The step.
         step: u64,
+        /// This member's share of the step's global batch.
+        slice: Slice,
+    },
+    /// Write the current parameters, momentum and data position durably as checkpoint
+    /// `id` and count everything through `id.step` as committed; first publish, as this
+    /// rank's own, the records rebuilt from the donor's `records` (see
+    /// [`StateMsg::records`]) of the steps it was a member of and has no record of. Then
+    /// call [`Core::checkpoint_saved`].
+    Adopt {
+        /// The resume point.
+        id: CkptId,
+        /// The donor's records (its driver's encoding).
+        records: Vec<u8>,
     },
     /// `step` was applied: [`Core::params`] now hold its result.
     StepDone {
@@ -172,8 +258,8 @@ pub enum Phase {
     Rendezvous,
     /// Waiting for the driver to load a checkpoint.
     Restoring,
-    /// Waiting for rank 0's initial parameters.
-    AwaitInit,
+    /// Waiting for the resume state from another member.
+    AwaitState,
     /// Working on a step.
     Training,
     /// `max_step` reached.
@@ -186,12 +272,26 @@ pub struct Core {
     cfg: CoreConfig,
     gen: u64,
     phase: Phase,
-    /// Announcements of this generation, including our own: incarnation, checkpoints.
-    joins: BTreeMap<Rank, (u64, Vec<CkptId>)>,
+    /// Announcements of this generation, including our own.
+    joins: BTreeMap<Rank, JoinInfo>,
+    /// Our view of the members in this generation's rendezvous, once fixed.
+    my_view: Option<Vec<Rank>>,
+    /// When this generation's rendezvous began.
+    rdv_since: i64,
+    /// The group of this generation, once formed (sorted ranks).
+    members: Vec<Rank>,
+    /// The checkpoint this generation resumed from.
+    resume: Option<CkptId>,
+    /// Committed checkpoints known (ours and those a donor told us of), newest kept.
+    lineage: BTreeSet<CkptId>,
+    /// Data position after the last applied step.
+    pos: DataPos,
     /// This process's incarnation.
     boot: u64,
     /// Our announcement for this generation (fixed once made).
     my_join: Vec<CkptId>,
+    /// Our last committed checkpoint as announced for this generation.
+    my_committed: Option<CkptId>,
     last_join_sent: i64,
     /// Checkpoints durable on our disk (at or after the last committed one).
     durable: BTreeSet<CkptId>,
@@ -218,13 +318,16 @@ pub struct Core {
 
 impl Core {
     /// A rank starting up: `init` its own initial parameters, `durable` the checkpoints on
-    /// its disk, `committed` the last step it has committed, `boot` a number that differs
-    /// from every earlier incarnation of this rank. It announces generation 0.
+    /// its disk, `committed` the last step it has committed, `lineage` the checkpoints it
+    /// knows to be committed (from its step log), `boot` a number that differs from every
+    /// earlier incarnation of this rank. It announces the generation after the newest it
+    /// knows of (0 on a fresh disk).
     pub fn new(
         cfg: CoreConfig,
         init: Vec<f32>,
         durable: Vec<CkptId>,
         committed: u64,
+        lineage: Vec<CkptId>,
         boot: u64,
         now: i64,
     ) -> Core {
@@ -235,8 +338,15 @@ impl Core {
             gen: 0,
             phase: Phase::Rendezvous,
             joins: BTreeMap::new(),
+            my_view: None,
+            rdv_since: now,
+            members: Vec::new(),
+            resume: None,
+            lineage: lineage.into_iter().collect(),
+            pos: DataPos::default(),
             boot,
             my_join: Vec::new(),
+            my_committed: None,
             last_join_sent: now,
             durable: durable
                 .into_iter()
@@ -257,7 +367,16 @@ impl Core {
             last_progress: now,
             outputs: Vec::new(),
         };
-        core.enter_rendezvous(0, now, "start");
+        // Generation numbers are never reused, also when every rank restarts: a
+        // checkpoint's (step, generation) names one history.
+        let first = core
+            .durable
+            .iter()
+            .chain(core.lineage.iter())
+            .map(|c| c.gen + 1)
+            .max()
+            .unwrap_or(0);
+        core.enter_rendezvous(first, now, "start");
         core
     }
 
@@ -306,20 +425,61 @@ impl Core {
         &self.cfg
     }
 
+    /// The members of this generation's group (sorted ranks; empty while forming).
+    pub fn members(&self) -> &[Rank] {
+        &self.members
+    }
+
+    /// Data position after the last applied step.
+    pub fn pos(&self) -> DataPos {
+        self.pos
+    }
+
+    /// Every other rank of the world (announcements go to all of them).
     pub(crate) fn others(&self) -> impl Iterator<Item = Rank> + '_ {
         (0..self.cfg.world).filter(move |r| *r != self.cfg.rank)
+    }
+
+    /// The other members of the group.
+    pub(crate) fn other_members(&self) -> Vec<Rank> {
+        self.members
+            .iter()
+            .copied()
+            .filter(|r| *r != self.cfg.rank)
+            .collect()
     }
 
     fn send(&mut self, to: Rank, msg: Msg) {
         self.outputs.push(Output::Send { to, msg });
     }
 
-    fn successor(&self) -> Rank {
-        (self.cfg.rank + 1) % self.cfg.world.max(1)
+    /// This rank's index among the members.
+    fn index(&self) -> usize {
+        self.members
+            .iter()
+            .position(|r| *r == self.cfg.rank)
+            .unwrap_or(0)
     }
 
-    /// The driver loaded the checkpoint asked for by [`Output::Restore`].
-    pub fn restored(&mut self, params: Vec<f32>, momentum: Vec<f32>, now: i64) {
+    fn successor(&self) -> Rank {
+        let n = self.members.len().max(1);
+        self.members
+            .get((self.index() + 1) % n)
+            .copied()
+            .unwrap_or(self.cfg.rank)
+    }
+
+    fn predecessor(&self) -> Rank {
+        let n = self.members.len().max(1);
+        self.members
+            .get((self.index() + n - 1) % n)
+            .copied()
+            .unwrap_or(self.cfg.rank)
+    }
+
+    /// The driver loaded the checkpoint asked for by [`Output::Restore`], with the data
+    /// position saved in it.
+    pub fn restored(&mut self, params: Vec<f32>, momentum: Vec<f32>, pos: DataPos, now: i64) {
         if self.phase != Phase::Restoring
             || params.len() != self.params.len()
             || momentum.len() != self.params.len()
@@ -328,197 +488,10 @@ impl Core {
         }
         self.params = params;
         self.momentum = momentum;
+        self.pos = pos;
         self.prev_avg.iter_mut().for_each(|m| *m = 0.0);
+        self.send_state_to_joiners();
         self.start_step(self.step + 1, now);
-    }
-
-    fn start_step(&mut self, step: u64, now: i64) {
-        self.step = step;
-        if self.cfg.max_step.is_some_and(|m| step > m) {
-            self.step = step - 1;
-            self.phase = Phase::Finished;
-            return;
-        }
-        self.phase = Phase::Training;
-        self.resolved.iter_mut().for_each(|r| *r = false);
-        self.local_at.iter_mut().for_each(|r| *r = None);
-        self.avg.iter_mut().for_each(|a| *a = 0.0);
-        let keep_from = if self.cfg.bugs.stale_bucket_ms.is_some() {
-            step.saturating_sub(2)
-        } else {
-            step
-        };
-        self.rings.retain(|(s, _), _| *s >= keep_from);
-        self.last_progress = now;
-        self.outputs.push(Output::Compute { step });
-        // Messages that arrived before we got here may already complete buckets.
-        for b in 0..self.cfg.buckets.len() {
-            self.check_bucket(step, b as u32, now);
-        }
-    }
-
-    fn ring_mode(&self) -> ReduceMode {
-        if self.cfg.bugs.unordered_reduce {
-            ReduceMode::ArrivalOrder
-        } else {
-            ReduceMode::Ring
-        }
-    }
-
-    fn ring(&mut self, step: u64, bucket: u32) -> Option<&mut BucketRing> {
-        let len = self.cfg.buckets.get(bucket as usize)?.len();
-        let (rank, world, mode) = (self.cfg.rank, self.cfg.world, self.ring_mode());
-        Some(
-            self.rings
-                .entry((step, bucket))
-                .or_insert_with(|| BucketRing::new(rank, world, len, mode)),
-        )
-    }
-
-    fn send_ring(&mut self, step: u64, bucket: u32, sends: Vec<ring::RingSend>) {
-        let to = self.successor();
-        for (round, data) in sends {
-            let chunk = Chunk {
-                gen: self.gen,
-                step,
-                bucket,
-                round,
-                data,
-            };
-            self.send(to, Msg::Chunk(chunk));
-        }
-    }
-
-    /// The local gradient of bucket `bucket` for `step` (ignored unless that step is in
-    /// progress).
-    pub fn local_bucket(&mut self, step: u64, bucket: u32, grad: &[f32], now: i64) {
-        if self.phase != Phase::Training || step != self.step {
-            return;
-        }
-        let Some(range) = self.cfg.buckets.get(bucket as usize).cloned() else {
-            return;
-        };
-        if grad.len() != range.len() {
-            return;
-        }
-        if self.cfg.bugs.skip_allreduce {
-            self.local[range].copy_from_slice(grad);
-        }
-        if let Some(at) = self.local_at.get_mut(bucket as usize) {
-            at.get_or_insert(now);
-        }
-        let sends = match self.ring(step, bucket) {
-            Some(r) => r.set_local(grad.to_vec()),
-            None => return,
-        };
-        self.send_ring(step, bucket, sends);
-        self.check_bucket(step, bucket, now);
-    }
-
-    fn check_bucket(&mut self, step: u64, bucket: u32, now: i64) {
-        if self.phase != Phase::Training || step != self.step {
-            return;
-        }
-        let b = bucket as usize;
-        if self.resolved.get(b).copied().unwrap_or(true) {
-            return;
-        }
-        let Some(range) = self.cfg.buckets.get(b).cloned() else {
-            return;
-        };
-        let result = self
-            .rings
-            .get(&(step, bucket))
-            .and_then(|r| r.result().map(<[f32]>::to_vec));
-        match result {
-            Some(avg) => self.avg[range].copy_from_slice(&avg),
-            None => {
-                // Only the last rank gives up waiting, so it alone applies an old result.
-                let last_rank = self.cfg.rank + 1 == self.cfg.world;
-                let stale = match (self.cfg.bugs.stale_bucket_ms, self.local_at[b]) {
-                    (Some(limit), Some(at)) => last_rank && now - at > limit && step > 1,
-                    _ => false,
-                };
-                if !stale {
-                    return;
-                }
-                let prev = self.prev_avg[range.clone()].to_vec();
-                self.avg[range].copy_from_slice(&prev);
-            }
-        }
-        self.resolved[b] = true;
-        if self.resolved.iter().all(|r| *r) {
-            self.apply(now);
-        }
-    }
-
-    /// SGD with momentum: `v = μ v + g; p -= lr v`. Shared with the reference replay.
-    pub fn sgd(params: &mut [f32], momentum: &mut [f32], grad: &[f32], lr: f32, mu: f32) {
-        for ((p, v), g) in params.iter_mut().zip(momentum.iter_mut()).zip(grad) {
-            *v = mu * *v + *g;
-            *p -= lr * *v;
-        }
-    }
-
-    fn apply(&mut self, now: i64) {
-        let step = self.step;
-        let skip = self.cfg.bugs.skip_allreduce && self.cfg.rank == 1 && step.is_multiple_of(5);
-        let grad = if skip { &self.local } else { &self.avg };
-        Core::sgd(
-            &mut self.params,
-            &mut self.momentum,
-            grad,
-            self.cfg.lr,
-            self.cfg.momentum,
-        );
-        std::mem::swap(&mut self.prev_avg, &mut self.avg);
-        self.outputs.push(Output::StepDone { step });
-        if step.is_multiple_of(self.cfg.ckpt_every.max(1)) {
-            self.outputs.push(Output::SaveCheckpoint(CkptId {
-                step,
-                gen: self.gen,
-            }));
-        }
-        self.start_step(step + 1, now);
-    }
-
-    /// The driver made checkpoint `id` durable.
-    pub fn checkpoint_saved(&mut self, id: CkptId, now: i64) {
-        if id.step < self.committed {
-            return;
-        }
-        self.durable.insert(id);
-        if id.gen == self.gen {
-            let others: Vec<Rank> = self.others().collect();
-            for r in others {
-                self.send(
-                    r,
-                    Msg::Saved {
-                        gen: id.gen,
-                        step: id.step,
-                    },
-                );
-            }
-            self.heard_saved(self.cfg.rank, id.step, now);
-        }
-    }
-
-    fn heard_saved(&mut self, from: Rank, step: u64, _now: i64) {
-        let set = self.saved.entry(step).or_default();
-        set.insert(from);
-        if set.len() >= self.cfg.world {
-            self.commit(step, self.gen);
-        }
-    }
-
-    fn commit(&mut self, through: u64, gen: u64) {
-        if through <= self.committed {
-            return;
-        }
-        self.committed = through;
-        self.durable.retain(|c| c.step >= through);
-        self.saved.retain(|s, _| *s > through);
-        self.outputs.push(Output::Commit { through, gen });
     }
 
     /// A message from rank `from`.
@@ -527,7 +500,24 @@ impl Core {
             return;
         }
         match msg {
-            Msg::Join { gen, boot, ckpts } => self.on_join(from, gen, boot, ckpts, now),
+            Msg::Join {
+                gen,
+                boot,
+                ckpts,
+                committed,
+                view,
+            } => self.on_join(
+                from,
+                JoinInfo {
+                    gen,
+                    boot,
+                    ckpts,
+                    committed,
+                    view,
+                },
+                now,
+            ),
+            Msg::State(state) => self.on_state(from, *state, now),
             Msg::Saved { gen, step } => {
                 if gen == self.gen && self.phase != Phase::Rendezvous {
                     self.heard_saved(from, step, now);
@@ -537,47 +527,6 @@ impl Core {
         }
     }
 
-    fn on_chunk(&mut self, from: Rank, chunk: Chunk, now: i64) {
-        if chunk.gen != self.gen || self.phase == Phase::Rendezvous {
-            return;
-        }
-        let pred = (self.cfg.rank + self.cfg.world - 1) % self.cfg.world;
-        if from != pred {
-            return;
-        }
-        if chunk.bucket == INIT_BUCKET {
-            if self.phase != Phase::AwaitInit || chunk.data.len() != self.params.len() {
-                return;
-            }
-            if self.cfg.rank + 1 < self.cfg.world {
-                self.send(self.cfg.rank + 1, Msg::Chunk(chunk.clone()));
-            }
-            if !self.cfg.bugs.no_init_broadcast {
-                self.params = chunk.data;
-            }
-            self.start_step(1, now);
-            return;
-        }
-        let oldest = match self.phase {
-            Phase::Training if self.cfg.bugs.stale_bucket_ms.is_some() => {
-                self.step.saturating_sub(2)
-            }
-            Phase::Training => self.step,
-            _ => self.step + 1,
-        };
-        if chunk.step < oldest.max(1) || chunk.step > self.step + 1 {
-            return;
-        }
-        self.last_progress = now;
-        let (step, bucket) = (chunk.step, chunk.bucket);
-        let sends = match self.ring(step, bucket) {
-            Some(r) => r.receive(chunk.round, chunk.data),
-            None => return,
-        };
-        self.send_ring(step, bucket, sends);
-        self.check_bucket(step, bucket, now);
-    }
-
     /// Time passes: timeouts, repeated announcements, stale buckets.
     pub fn tick(&mut self, now: i64) {
         match self.phase {
@@ -585,8 +534,9 @@ impl Core {
                 if now - self.last_join_sent >= self.cfg.rejoin_ms {
                     self.announce(now);
                 }
+                self.try_complete_rendezvous(now);
             }
-            Phase::Training | Phase::AwaitInit => {
+            Phase::Training | Phase::AwaitState => {
                 if self.cfg.bugs.stale_bucket_ms.is_some() && self.phase == Phase::Training {
                     for b in 0..self.cfg.buckets.len() {
                         self.check_bucket(self.step, b as u32, now);

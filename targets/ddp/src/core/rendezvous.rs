@@ -1,7 +1,30 @@
-//! Rendezvous: forming the group of a generation (see the module docs of `core`).
+//! Rendezvous: forming the group of a generation, shrinking and growing it, and handing
+//! the resume state to joiners (see the module docs of `core`).
 
-use super::{Chunk, CkptId, Core, Msg, Output, Phase, Rank, INIT_BUCKET};
-use std::collections::BTreeSet;
+use super::{CkptId, Core, DataPos, Msg, Output, Phase, Rank, StateMsg};
+
+/// One rank's announcement for a generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinInfo {
+    /// Generation.
+    pub gen: u64,
+    /// Incarnation.
+    pub boot: u64,
+    /// Checkpoints held.
+    pub ckpts: Vec<CkptId>,
+    /// Last committed checkpoint.
+    pub committed: Option<CkptId>,
+    /// Fixed view of the members, if any.
+    pub view: Option<Vec<Rank>>,
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+fn floats(v: &[u32]) -> Vec<f32> {
+    v.iter().map(|b| f32::from_bits(*b)).collect()
+}
 
 impl Core {
     pub(super) fn enter_rendezvous(&mut self, gen: u64, now: i64, reason: &str) {
@@ -9,10 +32,20 @@ impl Core {
         self.phase = Phase::Rendezvous;
         self.rings.clear();
         self.saved.clear();
+        self.members.clear();
+        self.resume = None;
+        self.my_view = None;
+        self.rdv_since = now;
         self.my_join = self.durable.iter().copied().collect();
+        self.my_committed = self
+            .lineage
+            .iter()
+            .rev()
+            .find(|c| c.step == self.committed)
+            .copied();
         self.joins.clear();
-        self.joins
-            .insert(self.cfg.rank, (self.boot, self.my_join.clone()));
+        let mine = self.my_info();
+        self.joins.insert(self.cfg.rank, mine);
         self.last_progress = now;
         self.outputs.push(Output::Regroup {
             gen,
@@ -20,6 +53,16 @@ impl Core {
         });
         self.announce(now);
         self.try_complete_rendezvous(now);
+    }
+
+    fn my_info(&self) -> JoinInfo {
+        JoinInfo {
+            gen: self.gen,
+            boot: self.boot,
+            ckpts: self.my_join.clone(),
+            committed: self.my_committed,
+            view: self.my_view.clone(),
+        }
     }
 
     pub(super) fn announce(&mut self, now: i64) {
@@ -31,49 +74,186 @@ impl Core {
         }
     }
 
-    fn try_complete_rendezvous(&mut self, now: i64) {
-        if self.phase != Phase::Rendezvous || self.joins.len() < self.cfg.world {
+    fn fix_view(&mut self, view: Vec<Rank>, now: i64) {
+        self.my_view = Some(view);
+        let mine = self.my_info();
+        self.joins.insert(self.cfg.rank, mine);
+        self.announce(now);
+    }
+
+    pub(super) fn try_complete_rendezvous(&mut self, now: i64) {
+        if self.phase != Phase::Rendezvous {
             return;
         }
-        let mut common: Option<BTreeSet<CkptId>> = None;
-        for (_, list) in self.joins.values() {
-            let set: BTreeSet<CkptId> = list.iter().copied().collect();
-            common = Some(match common {
-                None => set,
-                Some(c) => c.intersection(&set).copied().collect(),
-            });
+        if self.my_view.is_none() {
+            let heard: Vec<Rank> = self.joins.keys().copied().collect();
+            let waited = now - self.rdv_since >= self.cfg.shrink_after_ms;
+            let quorum = self.cfg.min_world.max(self.cfg.world / 2 + 1);
+            if heard.len() >= self.cfg.world || (waited && heard.len() >= quorum) {
+                self.fix_view(heard, now);
+            } else {
+                return;
+            }
         }
-        let resume = common.and_then(|c| c.iter().max_by_key(|c| (c.step, c.gen)).copied());
+        let Some(view) = self.my_view.clone() else {
+            return;
+        };
+        let agreed = view.iter().all(|r| {
+            self.joins
+                .get(r)
+                .is_some_and(|j| j.view.as_ref() == Some(&view))
+        });
+        if !agreed {
+            return;
+        }
+        self.form(view, now);
+    }
+
+    /// Every member announced the same view: form the group and pick the resume point.
+    fn form(&mut self, view: Vec<Rank>, now: i64) {
+        self.members = view;
         self.last_progress = now;
+        let infos: Vec<&JoinInfo> = self
+            .members
+            .iter()
+            .filter_map(|r| self.joins.get(r))
+            .collect();
+        // The newest checkpoint any member holds: every committed checkpoint is held by
+        // all members of the group that committed it, and that group shares a member
+        // with this one (both are majorities), so nothing committed is passed over.
+        let resume = infos
+            .iter()
+            .flat_map(|j| j.ckpts.iter().copied())
+            .max_by_key(|c| (c.step, c.gen));
+        self.resume = resume;
+        let holders: Vec<Rank> = self
+            .members
+            .iter()
+            .copied()
+            .filter(|r| {
+                resume.is_some_and(|c| self.joins.get(r).is_some_and(|j| j.ckpts.contains(&c)))
+            })
+            .collect();
+        let everyone_holds = holders.len() == self.members.len();
         match resume {
-            Some(ckpt) => {
-                self.commit(ckpt.step, ckpt.gen);
+            Some(ckpt) if holders.contains(&self.cfg.rank) => {
+                if everyone_holds {
+                    self.commit(ckpt.step, ckpt.gen);
+                } else {
+                    // Durable here; joiners say so once they have saved it too.
+                    self.say_saved(ckpt.step, now);
+                }
                 self.phase = Phase::Restoring;
                 self.step = ckpt.step;
                 self.outputs.push(Output::Restore(ckpt));
+            }
+            Some(ckpt) => {
+                self.step = ckpt.step;
+                self.phase = Phase::AwaitState;
             }
             None => {
                 self.params = self.init.clone();
                 self.momentum.iter_mut().for_each(|m| *m = 0.0);
                 self.prev_avg.iter_mut().for_each(|m| *m = 0.0);
+                self.pos = DataPos::default();
                 self.step = 0;
-                if self.cfg.rank == 0 || self.cfg.world == 1 {
-                    if self.cfg.world > 1 {
-                        let chunk = Chunk {
-                            gen: self.gen,
-                            step: 0,
-                            bucket: INIT_BUCKET,
-                            round: 0,
-                            data: self.params.clone(),
-                        };
-                        self.send(1, Msg::Chunk(chunk));
-                    }
+                if self.members.first() == Some(&self.cfg.rank) {
+                    self.send_state_to_joiners();
                     self.start_step(1, now);
                 } else {
-                    self.phase = Phase::AwaitInit;
+                    self.phase = Phase::AwaitState;
                 }
             }
         }
+    }
+
+    /// The members that do not hold the resume point (all but the first from scratch).
+    fn joiners(&self) -> Vec<Rank> {
+        self.members
+            .iter()
+            .copied()
+            .filter(|r| match self.resume {
+                Some(c) => !self.joins.get(r).is_some_and(|j| j.ckpts.contains(&c)),
+                None => Some(r) != self.members.first(),
+            })
+            .collect()
+    }
+
+    /// The first member holding the resume point sends it to the joiners.
+    pub(super) fn send_state_to_joiners(&mut self) {
+        let donor = self.members.iter().copied().find(|r| match self.resume {
+            Some(c) => self.joins.get(r).is_some_and(|j| j.ckpts.contains(&c)),
+            None => true,
+        });
+        if donor != Some(self.cfg.rank) {
+            return;
+        }
+        let state = StateMsg {
+            gen: self.gen,
+            ckpt: self.resume,
+            pos: self.pos,
+            params: bits(&self.params),
+            momentum: bits(&self.momentum),
+            lineage: self.lineage.iter().copied().collect(),
+            joiner_committed: 0,
+            records: Vec::new(),
+        };
+        for r in self.joiners() {
+            if r != self.cfg.rank {
+                let mut msg = state.clone();
+                msg.joiner_committed = self
+                    .joins
+                    .get(&r)
+                    .and_then(|j| j.committed)
+                    .map(|c| c.step)
+                    .unwrap_or(0);
+                self.send(r, Msg::State(Box::new(msg)));
+            }
+        }
+    }
+
+    /// The resume state from the donor.
+    pub(super) fn on_state(&mut self, from: Rank, state: StateMsg, now: i64) {
+        if state.gen != self.gen
+            || self.phase != Phase::AwaitState
+            || state.ckpt != self.resume
+            || !self.members.contains(&from)
+            || state.params.len() != self.params.len()
+            || state.momentum.len() != self.params.len()
+        {
+            return;
+        }
+        // Publish our own records of checkpoints the group has committed while we were
+        // away (we were a member for those steps), before adopting the newer state.
+        for c in &state.lineage {
+            self.note_committed(*c);
+        }
+        let confirmed = self
+            .durable
+            .iter()
+            .copied()
+            .filter(|c| c.step > self.committed && self.lineage.contains(c))
+            .max_by_key(|c| (c.step, c.gen));
+        if let Some(c) = confirmed {
+            self.commit(c.step, c.gen);
+        }
+        // From scratch the no-init-broadcast bug keeps our own initial parameters.
+        if state.ckpt.is_some() || !self.cfg.bugs.no_init_broadcast {
+            self.params = floats(&state.params);
+        }
+        self.momentum = floats(&state.momentum);
+        self.prev_avg.iter_mut().for_each(|m| *m = 0.0);
+        self.pos = state.pos;
+        if let Some(c) = state.ckpt {
+            self.committed = self.committed.max(c.step);
+            self.note_committed(c);
+            self.durable.retain(|d| d.step >= c.step);
+            self.outputs.push(Output::Adopt {
+                id: c,
+                records: state.records,
+            });
+        }
+        self.start_step(self.step + 1, now);
     }
 
     fn my_join_msg(&self) -> Msg {
@@ -81,25 +261,37 @@ impl Core {
             gen: self.gen,
             boot: self.boot,
             ckpts: self.my_join.clone(),
+            committed: self.my_committed,
+            view: self.my_view.clone(),
         }
     }
 
-    pub(super) fn on_join(
-        &mut self,
-        from: Rank,
-        gen: u64,
-        boot: u64,
-        ckpts: Vec<CkptId>,
-        now: i64,
-    ) {
+    pub(super) fn on_join(&mut self, from: Rank, join: JoinInfo, now: i64) {
+        let gen = join.gen;
         if gen > self.gen {
             self.enter_rendezvous(gen, now, &format!("rank {from} announced generation {gen}"));
         }
-        let known = self.joins.get(&from).map(|(b, _)| *b);
+        let known = self.joins.get(&from).map(|j| j.boot);
         if gen == self.gen && self.phase == Phase::Rendezvous {
-            self.joins.insert(from, (boot, ckpts));
+            let theirs = join.view.clone();
+            self.joins.insert(from, join);
+            match (&self.my_view, theirs) {
+                (None, Some(v)) if v.contains(&self.cfg.rank) => self.fix_view(v, now),
+                (None, Some(_)) => {
+                    // A group is forming without us: make it re-form with us.
+                    let next = self.gen + 1;
+                    self.enter_rendezvous(next, now, &format!("left out by rank {from}"));
+                    return;
+                }
+                (Some(mine), Some(v)) if *mine != v => {
+                    let next = self.gen + 1;
+                    self.enter_rendezvous(next, now, &format!("rank {from} saw other members"));
+                    return;
+                }
+                _ => {}
+            }
             self.try_complete_rendezvous(now);
-        } else if gen == self.gen && known == Some(boot) {
+        } else if gen == self.gen && known == Some(join.boot) && self.members.contains(&from) {
             // It is still forming the group we already formed: repeat our part.
             let msg = self.my_join_msg();
             self.send(from, msg);
@@ -108,13 +300,16 @@ impl Core {
             let msg = self.my_join_msg();
             self.send(from, msg);
         } else if gen <= self.gen {
-            // A member fell out of our group (it restarted or lost it): re-form.
+            // A member fell out of our group (it restarted or lost it), or a rank outside
+            // the group is back: re-form (the group grows, as torchrun restarts its
+            // workers when a node is waiting).
             let next = self.gen + 1;
-            self.enter_rendezvous(
-                next,
-                now,
-                &format!("rank {from} is back in generation {gen}"),
-            );
+            let why = if self.members.contains(&from) {
+                format!("rank {from} is back in generation {gen}")
+            } else {
+                format!("rank {from} asks to join (generation {gen})")
+            };
+            self.enter_rendezvous(next, now, &why);
         }
     }
 }

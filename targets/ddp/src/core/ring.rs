@@ -39,6 +39,8 @@ pub struct BucketRing {
     world: usize,
     len: usize,
     mode: ReduceMode,
+    /// What the sum is divided by (the world size, unless a bug says otherwise).
+    divisor: usize,
     acc: Option<Vec<f32>>,
     /// Messages from the predecessor that arrived early, by round.
     pending: BTreeMap<u32, Vec<f32>>,
@@ -57,11 +59,19 @@ impl BucketRing {
             world: world.max(1),
             len,
             mode,
+            divisor: world.max(1),
             acc: None,
             pending: BTreeMap::new(),
             next_round: 0,
             done: false,
         }
+    }
+
+    /// Divides the sum by `divisor` instead of the world size (the
+    /// `shrink-without-rescale` bug passes the full world size after a shrink).
+    pub fn with_divisor(mut self, divisor: usize) -> BucketRing {
+        self.divisor = divisor.max(1);
+        self
     }
 
     fn rounds(&self) -> u32 {
@@ -94,7 +104,8 @@ impl BucketRing {
         }
         let mut out = Vec::new();
         if self.world == 1 {
-            self.acc = Some(grad);
+            let scale = self.divisor as f32;
+            self.acc = Some(grad.into_iter().map(|g| g / scale).collect());
             self.done = true;
             return out;
         }
@@ -144,7 +155,7 @@ impl BucketRing {
 
     fn drain(&mut self, out: &mut Vec<RingSend>) {
         let w = self.world as u32;
-        let scale = self.world as f32;
+        let scale = self.divisor as f32;
         let rounds = self.rounds();
         while !self.done {
             if self.acc.is_none() {
