@@ -54,7 +54,59 @@ pub(crate) fn replicas(seen: &[Seen]) -> CheckResult {
             ops,
         );
     }
-    let details = json!({"steps": by_step.len(), "ranks": ranks, "reports": seen.len()});
+    // Membership: one member set per step, and only members report it.
+    let mut members_of: BTreeMap<u64, &Seen> = BTreeMap::new();
+    let mut shrunk = 0usize;
+    for s in seen {
+        let Some(m) = &s.record.members else {
+            continue;
+        };
+        if !m.contains(&s.record.rank) {
+            first.get_or_insert_with(|| {
+                format!(
+                    "step {}: rank {} reported a step of the group {m:?} without it",
+                    s.record.step, s.record.rank
+                )
+            });
+            found.add(
+                "non-member-report",
+                json!({"step": s.record.step, "rank": s.record.rank, "members": m}),
+                vec![s.evidence()],
+            );
+        }
+        match members_of.get(&s.record.step) {
+            Some(prev) if prev.record.members.as_ref() != Some(m) => {
+                first.get_or_insert_with(|| {
+                    format!(
+                        "step {}: rank {} names members {:?}, rank {} names {m:?}",
+                        s.record.step, prev.record.rank, prev.record.members, s.record.rank
+                    )
+                });
+                found.add(
+                    "member-divergence",
+                    json!({"step": s.record.step, "sides": [
+                        {"rank": prev.record.rank, "members": prev.record.members},
+                        {"rank": s.record.rank, "members": m}]}),
+                    vec![prev.evidence(), s.evidence()],
+                );
+            }
+            Some(_) => {}
+            None => {
+                members_of.insert(s.record.step, s);
+            }
+        }
+    }
+    let widest = members_of
+        .values()
+        .filter_map(|s| s.record.members.as_ref().map(Vec::len))
+        .max()
+        .unwrap_or(0);
+    for s in members_of.values() {
+        if s.record.members.as_ref().is_some_and(|m| m.len() < widest) {
+            shrunk += 1;
+        }
+    }
+    let details = json!({"steps": by_step.len(), "ranks": ranks, "reports": seen.len(), "steps_with_fewer_members": shrunk});
     let headline = match first {
         Some(f) => {
             let n = found
@@ -63,12 +115,12 @@ pub(crate) fn replicas(seen: &[Seen]) -> CheckResult {
                 .map(|e| e.0)
                 .unwrap_or(0);
             format!(
-                "replicas diverged at {n} of {} steps; the first: {f}",
+                "replicas or memberships disagree ({n} of {} steps with differing digests); the first: {f}",
                 by_step.len()
             )
         }
         None => format!(
-            "all {} ranks agree on the parameters at each of {} steps ({} reports)",
+            "all {} ranks agree on the parameters at each of {} steps ({} reports, {shrunk} steps run by a smaller group)",
             ranks.len(),
             by_step.len(),
             seen.len()
@@ -180,12 +232,34 @@ pub(crate) fn progress(seen: &[Seen], history: &History) -> CheckResult {
     let mut found = Found::default();
     // Each process follows one rank from step 1 (a fresh process starts over), so steps
     // are checked per process: two processes may follow the same rank.
+    // A rank skips the steps of groups it was not in (the group shrank without it):
+    // a step some report shows was run without the rank is not due from it.
+    let mut without: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut ranks_of: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for s in seen {
+        if let Some(m) = &s.record.members {
+            ranks_of
+                .entry(s.record.step)
+                .or_default()
+                .extend(m.iter().copied());
+        }
+    }
+    let all: BTreeSet<u64> = seen.iter().map(|s| s.record.rank).collect();
+    for (step, m) in &ranks_of {
+        without.insert(*step, all.difference(m).copied().collect());
+    }
+    let not_member = |rank: u64, step: u64| without.get(&step).is_some_and(|w| w.contains(&rank));
     let mut last: BTreeMap<u64, &Seen> = BTreeMap::new();
     let mut first_gap: Option<String> = None;
+    let mut skipped = 0u64;
     for s in seen {
         let p = s.process;
         let r = s.record.rank;
-        let expected = last.get(&p).map(|q| q.record.step + 1).unwrap_or(1);
+        let mut expected = last.get(&p).map(|q| q.record.step + 1).unwrap_or(1);
+        while expected < s.record.step && not_member(r, expected) {
+            expected += 1;
+            skipped += 1;
+        }
         if s.record.step != expected {
             first_gap.get_or_insert_with(|| {
                 format!(
@@ -276,6 +350,7 @@ pub(crate) fn progress(seen: &[Seen], history: &History) -> CheckResult {
         "loss": loss_note,
         "recoveries": recoveries,
         "time_lost_ms": lost_ms,
+        "steps_skipped_as_non_member": skipped,
         "nemesis_ops": history.nemesis_count(),
         "median_step_gap_ms": median as f64 / 1e6,
     });

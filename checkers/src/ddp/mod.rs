@@ -3,18 +3,23 @@
 //! History shape: one process per rank follows that rank's committed steps; each ok op
 //! with `f: "step"` carries the rank's record of one committed step as its value:
 //! `{"rank": r, "step": s, "epoch": e, "digest": "...", "loss": l, "samples": [ids],
-//! "gen": g}`. Only ok `step` ops are read; everything else is ignored.
+//! "gen": g, "members": [ranks], "world": n}`. Only ok `step` ops are read; everything
+//! else is ignored. `members` (the group that ran the step; optional) lets the checks
+//! follow an elastic group that shrinks and grows: the world size of a step is its
+//! member count.
 //!
 //! Four checks, each a [`Checker`] (see [`ddp_checkers`]):
 //! - `ddp-replicas` ([`DdpCheck::Replicas`]): at every step all ranks (and every report
 //!   of it) have the same parameter digest; names the first divergent step and the ranks
-//!   on each side (`replica-divergence`).
+//!   on each side (`replica-divergence`); every report of a step names the same members
+//!   (`member-divergence`), and a rank reports only steps of groups it was in
+//!   (`non-member-report`).
 //! - `ddp-data` ([`DdpCheck::Data`]): within each epoch every sample id is consumed
 //!   exactly once across ranks over the committed steps (`duplicate-sample`; with the data
 //!   set size, `missing-sample` for epochs every rank has finished), and a step reported
 //!   twice by a rank reports the same samples (`changed-record`).
 //! - `ddp-progress` ([`DdpCheck::Progress`]): the steps each process saw of its rank are
-//!   gap-free from 1
+//!   gap-free from 1, except for steps some report shows the rank was not a member of
 //!   (`step-gap`), the loss trends down (`loss-not-decreasing`); the time lost to each
 //!   recovery is reported (not judged).
 //! - `ddp-reference` ([`DdpCheck::Reference`]): every committed digest equals the
@@ -119,6 +124,9 @@ pub struct StepRecord {
     /// Group generation that ran it.
     #[serde(default)]
     pub gen: Option<u64>,
+    /// The ranks of the group that ran it (absent in records of a fixed group).
+    #[serde(default)]
+    pub members: Option<Vec<u64>>,
 }
 
 /// A record with where it sits in the history.
