@@ -7,6 +7,10 @@
 //! for the next committed step, whose record becomes the op's value. Watching changes
 //! nothing, so a poll that sees no new step, or a rank that cannot be reached, is a
 //! `fail` (nothing was observed), never `info`: the process keeps following its rank.
+//!
+//! The group is elastic: a rank gone for longer than the rejoin timeout is left out and
+//! the others go on (each record names the members of its step); the rank's follower sees
+//! no new steps until the rank is back and in the group again.
 
 use super::{
     bundled_node_args, every_node_ready, BoxFuture, BugInfo, Client, Completion, Invocation,
@@ -55,6 +59,13 @@ const STEP_DELAY_MS: &str = "20";
 const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(200);
 /// No progress for this long makes a rank abort the step and re-form the group.
 const STEP_TIMEOUT_MS: &str = "1000";
+/// A re-formation waits this long for missing ranks before the group goes on without
+/// them (the rejoin timeout): a rank killed, paused or cut off for longer than about
+/// `STEP_TIMEOUT_MS + SHRINK_AFTER_MS` (1.5 s) is left out until it is back, if a strict
+/// majority is left (with 4 ranks: one rank down). The kill and pause faults of the
+/// default schedule last 1–3 s (`--nemesis kill`, interval 4 s) or 2–6 s (with a second
+/// fault class), so most single-node faults shrink the group.
+const SHRINK_AFTER_MS: &str = "500";
 
 const BUGS: &[BugInfo] = &[
     BugInfo {
@@ -76,6 +87,10 @@ const BUGS: &[BugInfo] = &[
     BugInfo {
         name: "unordered-reduce",
         description: "buckets summed in arrival order, a different order on every rank; floating-point results drift apart (ddp-replicas) (fault: none needed)",
+    },
+    BugInfo {
+        name: "shrink-without-rescale",
+        description: "after the group shrinks, the gradient sum is still divided by the full world size; the run differs from the replay of its member sequence (ddp-reference) (fault: kill, pause, partition lasting over 1.5 s)",
     },
     BugInfo {
         name: "stale-bucket",
@@ -127,6 +142,8 @@ impl Target for DdpTarget {
                 STEP_DELAY_MS,
                 "--step-timeout-ms",
                 STEP_TIMEOUT_MS,
+                "--shrink-after-ms",
+                SHRINK_AFTER_MS,
             ]
             .map(String::from),
         );

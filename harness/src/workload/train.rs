@@ -5,7 +5,9 @@
 //! The reference for `ddp-reference` is not taken from the cluster: when the history is
 //! checked, the harness runs the target's single-process replay (`splitbrain-ddp
 //! --replay`, the same settings as the ranks, [`TRAIN_ARGS`]) up to the last recorded
-//! step and compares against its digests.
+//! step and compares against its digests. The group that ran each step (the records'
+//! `members`) is passed to the replay (`--members`), so it reproduces the run's global
+//! batches and averages across shrinking and growing the group.
 
 use super::{OpGenerator, Workload, WorkloadOptions};
 use crate::check::CheckOptions;
@@ -62,24 +64,62 @@ struct ReplayReference {
     opts: DdpOptions,
 }
 
-/// The last step and the world size the ok step records show.
-fn extent(history: &History) -> Option<(u64, u64)> {
-    let mut last = None;
+/// What the replay needs from the ok step records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extent {
+    /// The last step.
+    pub steps: u64,
+    /// The full world size (the widest group, or the highest rank seen plus one).
+    pub world: u64,
+    /// The members of each step where they change, as `--members` takes them
+    /// (`FROM:R,R;FROM:R,...`); empty when no record names its members.
+    pub members: String,
+}
+
+/// The extent of the run the ok step records show.
+pub fn extent(history: &History) -> Option<Extent> {
+    let mut steps = None;
+    let mut world = 0;
+    let mut by_step: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for p in history.pairs() {
         if p.outcome != Outcome::Ok || p.f != "step" {
             continue;
         }
         let step = p.value.get("step").and_then(Value::as_u64)?;
-        let world = p.value.get("world").and_then(Value::as_u64)?;
-        let (s, w) = last.get_or_insert((step, world));
+        let w = p.value.get("world").and_then(Value::as_u64)?;
+        let s = steps.get_or_insert(step);
         *s = (*s).max(step);
-        *w = (*w).max(world);
+        world = world.max(w);
+        if let Some(m) = p.value.get("members").and_then(Value::as_array) {
+            let ranks: Vec<u64> = m.iter().filter_map(Value::as_u64).collect();
+            world = world.max(ranks.iter().max().map_or(0, |r| r + 1));
+            by_step.entry(step).or_insert(ranks);
+        }
     }
-    last
+    // A step no record shows keeps the members of the step before it.
+    let mut changes = Vec::new();
+    let mut prev: Option<&Vec<u64>> = None;
+    for (step, m) in &by_step {
+        if prev != Some(m) {
+            let ranks: Vec<String> = m.iter().map(u64::to_string).collect();
+            changes.push(format!("{step}:{}", ranks.join(",")));
+            prev = Some(m);
+        }
+    }
+    Some(Extent {
+        steps: steps?,
+        world,
+        members: changes.join(";"),
+    })
 }
 
-/// Runs the single-process replay for `steps` steps of a `world`-rank run.
-pub fn replay_digests(world: u64, steps: u64) -> Result<BTreeMap<u64, String>, String> {
+/// Runs the single-process replay for `steps` steps of a `world`-rank run whose groups
+/// are `members` (`--members` syntax; empty: every rank at every step).
+pub fn replay_digests(
+    world: u64,
+    steps: u64,
+    members: &str,
+) -> Result<BTreeMap<u64, String>, String> {
     let binary =
         crate::controller::find_binary(None, "splitbrain-ddp").map_err(|e| format!("{e:#}"))?;
     let out = Command::new(&binary)
@@ -91,6 +131,11 @@ pub fn replay_digests(world: u64, steps: u64) -> Result<BTreeMap<u64, String>, S
             &world.to_string(),
         ])
         .args(TRAIN_ARGS)
+        .args(if members.is_empty() {
+            Vec::new()
+        } else {
+            vec!["--members", members]
+        })
         .output()
         .map_err(|e| format!("running {}: {e}", binary.display()))?;
     if !out.status.success() {
@@ -117,14 +162,14 @@ impl Checker for ReplayReference {
     }
 
     fn check(&self, history: &History) -> CheckResult {
-        let Some((steps, world)) = extent(history) else {
+        let Some(run) = extent(history) else {
             return CheckResult::new(
                 self.name(),
                 Validity::Unknown,
                 "no step records with a step and world size to replay",
             );
         };
-        match replay_digests(world, steps) {
+        match replay_digests(run.world, run.steps, &run.members) {
             Ok(reference) => {
                 let opts = DdpOptions {
                     reference: Some(reference),
@@ -138,5 +183,46 @@ impl Checker for ReplayReference {
                 format!("the reference replay did not run: {e}"),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splitbrain_checkers::history::{Op, OpType, Process};
+
+    fn history(records: &[(u64, u64, &[u64])]) -> History {
+        let mut ops = Vec::new();
+        for (i, (rank, step, members)) in records.iter().enumerate() {
+            let value = serde_json::json!({"rank": rank, "step": step, "world": members.len(), "members": members});
+            for (t, v) in [(OpType::Invoke, Value::Null), (OpType::Ok, value)] {
+                let mut op = Op::new(Process::Client(*rank), t, "step", v);
+                op.time = i as u64 * 10 + u64::from(t == OpType::Ok);
+                ops.push(op);
+            }
+        }
+        History::new(ops).expect("well-formed")
+    }
+
+    /// The replay gets the members where they change (a step no record shows keeps the
+    /// members before it) and the full world size, not the last group's.
+    #[test]
+    fn the_member_changes_become_replay_arguments() {
+        let h = history(&[
+            (0, 1, &[0, 1, 2]),
+            (2, 1, &[0, 1, 2]),
+            (0, 2, &[0, 1]),
+            (1, 3, &[0, 1]),
+            (0, 5, &[0, 1, 2]),
+        ]);
+        let e = extent(&h).expect("records");
+        assert_eq!(
+            e,
+            Extent {
+                steps: 5,
+                world: 3,
+                members: "1:0,1,2;2:0,1;5:0,1,2".into()
+            }
+        );
     }
 }
