@@ -55,6 +55,8 @@ pub const DATASET_SIZE: u64 = 2048;
 /// Pause between steps: bounds the history (and the reference replay) to a few thousand
 /// steps a minute.
 const STEP_DELAY_MS: &str = "20";
+/// How often `--steps` polls the ranks' committed step.
+const STEPS_POLL: Duration = Duration::from_millis(250);
 /// Pause after failing to reach a rank before the op returns.
 const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(200);
 /// No progress for this long makes a rank abort the step and re-form the group.
@@ -157,6 +159,43 @@ impl Target for DdpTarget {
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>> {
         every_node_ready(self, http, addrs, bound)
+    }
+
+    fn until_steps<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+        steps: Option<u64>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(want) = steps else {
+                return std::future::pending().await;
+            };
+            // Every rank that answers (a killed one does not) has committed `want`.
+            loop {
+                tokio::time::sleep(STEPS_POLL).await;
+                let mut live = 0;
+                let mut behind = 0;
+                for addr in addrs {
+                    let status = http
+                        .get(format!("http://{addr}/status"))
+                        .timeout(STEPS_POLL)
+                        .send()
+                        .await;
+                    let Ok(answer) = status else { continue };
+                    let Ok(v) = answer.json::<Value>().await else {
+                        continue;
+                    };
+                    live += 1;
+                    if v["committed"].as_u64().unwrap_or(0) < want {
+                        behind += 1;
+                    }
+                }
+                if live > 0 && behind == 0 {
+                    return;
+                }
+            }
+        })
     }
 
     fn leaders<'a>(

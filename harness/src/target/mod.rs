@@ -129,6 +129,17 @@ pub trait Target: Send + Sync {
         addrs: &'a [SocketAddr],
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>>;
+    /// Resolves once the run has reached `steps` by the target's own measure (the ddp
+    /// target: every live rank has committed that many steps), ending the main phase
+    /// early. Never resolves by default.
+    fn until_steps<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        _addrs: &'a [SocketAddr],
+        _steps: Option<u64>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::pending())
+    }
     /// Nodes that currently lead something (indices into `addrs`).
     fn leaders<'a>(
         &'a self,
