@@ -268,7 +268,16 @@ pub async fn run_test(
         .collect();
     let peer_targets: Vec<SocketAddr> = layouts.iter().map(|l| l.peer_addr).collect();
     let faults_wanted = !nemesis_spec.faults.is_empty();
-    let mesh = crate::mesh::start_mesh(&peer_targets, faults_wanted).await?;
+    // Client ports get proxies only when a client-link fault may need them.
+    let direct_clients: Vec<SocketAddr> = layouts.iter().map(|l| l.client_addr).collect();
+    let proxied_clients: &[SocketAddr] = if nemesis_spec.faults.iter().any(|f| f == "slow-client") {
+        &direct_clients
+    } else {
+        &[]
+    };
+    let mesh =
+        crate::mesh::start_mesh_with_clients(&peer_targets, proxied_clients, faults_wanted).await?;
+    let client_addrs = crate::mesh::client_addrs(mesh.as_deref(), &direct_clients);
     reservation.release();
     let args: Vec<Vec<String>> = layouts
         .iter()
@@ -315,6 +324,7 @@ pub async fn run_test(
         &cluster,
         &nemesis,
         &topts,
+        &client_addrs,
         &recorder,
         cancel.clone(),
         show_progress,
@@ -411,11 +421,13 @@ async fn drive(
     cluster: &Arc<Cluster>,
     nemesis: &Nemesis,
     topts: &TargetOptions,
+    client_addrs: &[SocketAddr],
     recorder: &HistoryRecorder,
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<()> {
-    let addrs: Vec<SocketAddr> = cluster.layouts().iter().map(|l| l.client_addr).collect();
+    // The test's clients dial these (client proxies when client links can be faulted).
+    let addrs: Vec<SocketAddr> = client_addrs.to_vec();
     let generator: Arc<Mutex<Box<dyn OpGenerator>>> =
         Arc::new(Mutex::new(workload.generator(WorkloadOptions {
             active_keys: spec.active_keys,

@@ -37,6 +37,8 @@ pub(crate) fn list_text() -> String {
         ("clock", "bump, strobe or skew node clocks through their admin endpoint"),
         ("slow", "add latency with jitter to links"),
         ("loss", "drop a fraction of link traffic"),
+        ("slow-client", "delay (with jitter) a node's answers to its clients, through a proxy in front of its client port"),
+        ("strobe-pause", "SIGSTOP a node for a moment at the start of every period (e.g. 30 ms every 300 ms), like GC pauses"),
         ("none", "no faults"),
     ] {
         out.push_str(&format!("  {name:<24} {desc}\n"));

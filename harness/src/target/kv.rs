@@ -12,7 +12,11 @@ use super::{
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+mod hedge;
+use hedge::{HedgeState, ReadPolicy};
 
 /// The bundled sharded, replicated KV store.
 pub struct KvTarget;
@@ -49,7 +53,7 @@ impl Target for KvTarget {
         "kv"
     }
     fn description(&self) -> &'static str {
-        "sharded KV store, Raft-replicated per shard, persistent; read modes log/read-index/lease/follower/hedged"
+        "sharded KV store, Raft-replicated per shard, persistent; read modes log/read-index/lease/follower/replica-read/hedged/read-all"
     }
     fn binary_name(&self) -> &'static str {
         "splitbrain-kv"
@@ -61,7 +65,15 @@ impl Target for KvTarget {
         &["register", "append"]
     }
     fn read_modes(&self) -> &'static [&'static str] {
-        &["read-index", "log", "lease", "follower", "hedged"]
+        &[
+            "read-index",
+            "log",
+            "lease",
+            "follower",
+            "replica-read",
+            "hedged",
+            "read-all",
+        ]
     }
 
     fn node_args(
@@ -123,13 +135,15 @@ impl Target for KvTarget {
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         Box::new(KvClient {
             http: reqwest::Client::builder()
-                .pool_max_idle_per_host(2)
+                .pool_max_idle_per_host(4)
                 .build()
                 .unwrap_or_default(),
             addrs: addrs.to_vec(),
             home: home % addrs.len().max(1),
             timeout: opts.op_timeout,
-            hedge: (opts.read_mode.as_deref() == Some("hedged")).then_some(opts.hedge_delay),
+            policy: ReadPolicy::for_mode(opts.read_mode.as_deref(), opts.hedge_delay),
+            leader: None,
+            hedge: HedgeState::new(addrs.len(), opts.hedge_delay),
         })
     }
 }
@@ -163,12 +177,52 @@ async fn all_shards_led(http: &reqwest::Client, addrs: &[SocketAddr]) -> bool {
     shards > 0 && led.len() >= shards
 }
 
+/// Read requests sent over HTTP by every KV client of this process, and read ops
+/// invoked: their ratio is what a read policy costs (`splitbrain bench tail`).
+static READ_REQUESTS: AtomicU64 = AtomicU64::new(0);
+static READ_OPS: AtomicU64 = AtomicU64::new(0);
+static HEDGES: AtomicU64 = AtomicU64::new(0);
+
+/// Process-wide read counters of the KV clients, for benchmarks and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCounters {
+    /// Read operations invoked.
+    pub reads: u64,
+    /// HTTP read requests sent (first requests, hedges, read-all fan-out, redirects).
+    pub requests: u64,
+    /// Second requests sent by hedged reads.
+    pub hedges: u64,
+}
+
+impl ReadCounters {
+    /// The counters now.
+    pub fn now() -> ReadCounters {
+        ReadCounters {
+            reads: READ_OPS.load(Ordering::Relaxed),
+            requests: READ_REQUESTS.load(Ordering::Relaxed),
+            hedges: HEDGES.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What was counted between `earlier` and `self`.
+    pub fn since(self, earlier: ReadCounters) -> ReadCounters {
+        ReadCounters {
+            reads: self.reads.saturating_sub(earlier.reads),
+            requests: self.requests.saturating_sub(earlier.requests),
+            hedges: self.hedges.saturating_sub(earlier.hedges),
+        }
+    }
+}
+
 struct KvClient {
     http: reqwest::Client,
     addrs: Vec<SocketAddr>,
     home: usize,
     timeout: Duration,
-    hedge: Option<Duration>,
+    policy: ReadPolicy,
+    /// The node that last served a leader-only op: where the next one goes first.
+    leader: Option<usize>,
+    hedge: HedgeState,
 }
 
 /// Result of one HTTP attempt.
@@ -182,12 +236,20 @@ enum Attempt {
     },
 }
 
+/// Whether an op's completion is a success.
+fn is_ok(c: &Completion) -> bool {
+    c.op_type == OpType::Ok
+}
+
 impl KvClient {
     async fn attempt(&self, node: usize, op: &Invocation, deadline: Instant) -> Attempt {
         let addr = self.addrs[node];
         let name = Some(format!("n{}", node + 1));
         let body = json!({ "f": op.f, "key": op.key, "value": op.value });
         let remaining = deadline.saturating_duration_since(Instant::now());
+        if op.f == "read" {
+            READ_REQUESTS.fetch_add(1, Ordering::Relaxed);
+        }
         let v = match post_json(&self.http, format!("http://{addr}/kv"), &body, remaining).await {
             Posted::Answer(v) => v,
             // Refused before anything was sent: certainly not applied.
@@ -238,23 +300,30 @@ impl KvClient {
         }
     }
 
-    /// Tries the home node, then follows leader hints (or walks the nodes), a bounded
-    /// number of times; only definite failures are retried.
-    async fn routed(&self, start: usize, op: &Invocation, deadline: Instant) -> Completion {
+    /// Tries `start`, then follows leader hints (or walks the nodes), a bounded number
+    /// of times; only definite failures are retried. Returns the completion and the node
+    /// that gave it.
+    async fn routed(
+        &self,
+        start: usize,
+        op: &Invocation,
+        deadline: Instant,
+    ) -> (Completion, usize) {
         let mut node = start;
         let mut tried = 0usize;
         loop {
             match self.attempt(node, op, deadline).await {
-                Attempt::Done(c) => return c,
+                Attempt::Done(c) => return (c, node),
                 Attempt::Redirect { hint, error } => {
                     tried += 1;
                     if tried > self.addrs.len() {
-                        return Completion {
+                        let c = Completion {
                             op_type: OpType::Fail,
                             value: op.value.clone(),
                             node: Some(format!("n{}", node + 1)),
                             error: Some(json!(error)),
                         };
+                        return (c, node);
                     }
                     node = match hint {
                         Some(h) if h != node => h,
@@ -269,30 +338,106 @@ impl KvClient {
         }
     }
 
-    /// Hedged read: ask the home node; if it has not answered after the hedge delay, ask
-    /// the next node too; the first `ok` wins.
-    async fn hedged_read(&self, op: &Invocation, delay: Duration, deadline: Instant) -> Completion {
-        let first = self.routed(self.home, op, deadline);
-        tokio::pin!(first);
-        tokio::select! {
-            c = &mut first => return c,
-            _ = tokio::time::sleep(delay) => {}
-        }
-        let second = self.routed((self.home + 1) % self.addrs.len(), op, deadline);
-        tokio::pin!(second);
-        let (c, other) = tokio::select! {
-            c = &mut first => (c, 1),
-            c = &mut second => (c, 2),
+    /// A leader-only op: first to the node that last served one, else home. An answer
+    /// of unknown outcome (perhaps a partitioned leader) forgets the leader.
+    async fn via_leader(&mut self, op: &Invocation, deadline: Instant) -> Completion {
+        let start = self.leader.unwrap_or(self.home);
+        let (c, node) = self.routed(start, op, deadline).await;
+        self.leader = match c.op_type {
+            OpType::Info => None,
+            _ => Some(node),
         };
-        if c.op_type == OpType::Ok {
-            return c;
+        c
+    }
+
+    /// Hedged read: the first request to a replica not on probation; if no answer came
+    /// after the running p95, a second request to the best other replica; the first
+    /// `ok` wins and the other request is dropped (its connection closed).
+    async fn hedged_read(&mut self, op: &Invocation, deadline: Instant) -> Completion {
+        let (first_node, second_node) = self.hedge.choose(self.home);
+        let delay = self.hedge.delay();
+        let began = Instant::now();
+        let (c, first_took) = {
+            let first = self.routed(first_node, op, deadline);
+            tokio::pin!(first);
+            let early = tokio::select! {
+                r = &mut first => Some(r),
+                _ = tokio::time::sleep(delay) => None,
+            };
+            match early {
+                Some((c, _)) => {
+                    let took = began.elapsed();
+                    (Err((c, took)), took)
+                }
+                None => {
+                    HEDGES.fetch_add(1, Ordering::Relaxed);
+                    let second_began = Instant::now();
+                    let second = self.routed(second_node, op, deadline);
+                    tokio::pin!(second);
+                    let (c, winner) = tokio::select! {
+                        r = &mut first => (r.0, 1),
+                        r = &mut second => (r.0, 2),
+                    };
+                    let first_took = began.elapsed();
+                    let c = if is_ok(&c) {
+                        c
+                    } else if winner == 1 {
+                        // The faster one did not succeed: a read has no effect, so wait
+                        // for the other.
+                        second.await.0
+                    } else {
+                        first.await.0
+                    };
+                    let second_took = second_began.elapsed();
+                    (Ok((c, winner, second_took)), first_took)
+                }
+            }
+        };
+        self.hedge.record_read(first_took);
+        match c {
+            Err((c, took)) => {
+                if is_ok(&c) {
+                    self.hedge.answered(first_node, took);
+                } else {
+                    self.hedge.lost(first_node, took);
+                }
+                c
+            }
+            Ok((c, winner, second_took)) => {
+                if winner == 1 && is_ok(&c) {
+                    self.hedge.answered(first_node, first_took);
+                } else {
+                    self.hedge.lost(first_node, first_took);
+                    self.hedge.answered(second_node, second_took);
+                }
+                c
+            }
         }
-        // The faster one did not succeed: a read has no effect, so wait for the other.
-        if other == 1 {
-            second.await
-        } else {
-            first.await
+    }
+
+    /// Read-all: every replica at once; the first `ok` wins, the rest are dropped.
+    async fn read_all(&self, op: &Invocation, deadline: Instant) -> Completion {
+        let mut pending: Vec<BoxFuture<'_, (Completion, usize)>> = (0..self.addrs.len())
+            .map(|node| Box::pin(self.routed(node, op, deadline)) as BoxFuture<'_, _>)
+            .collect();
+        let mut last = None;
+        while !pending.is_empty() {
+            let (i, (c, _)) = std::future::poll_fn(|cx| {
+                for (i, f) in pending.iter_mut().enumerate() {
+                    if let std::task::Poll::Ready(r) = f.as_mut().poll(cx) {
+                        return std::task::Poll::Ready((i, r));
+                    }
+                }
+                std::task::Poll::Pending
+            })
+            .await;
+            drop(pending.swap_remove(i));
+            if is_ok(&c) {
+                return c;
+            }
+            last = Some(c);
         }
+        last.unwrap_or_else(|| Completion::info(op.value.clone(), "no replicas", None))
     }
 }
 
@@ -300,11 +445,18 @@ impl Client for KvClient {
     fn invoke<'a>(&'a mut self, op: &'a Invocation) -> BoxFuture<'a, Completion> {
         Box::pin(async move {
             let deadline = Instant::now() + self.timeout;
-            match self.hedge {
-                Some(delay) if op.f == "read" && self.addrs.len() > 1 => {
-                    self.hedged_read(op, delay, deadline).await
+            if op.f != "read" {
+                return self.via_leader(op, deadline).await;
+            }
+            READ_OPS.fetch_add(1, Ordering::Relaxed);
+            match self.policy {
+                ReadPolicy::Leader => self.via_leader(op, deadline).await,
+                ReadPolicy::Replica => self.routed(self.home, op, deadline).await.0,
+                ReadPolicy::Hedged { .. } if self.addrs.len() > 1 => {
+                    self.hedged_read(op, deadline).await
                 }
-                _ => self.routed(self.home, op, deadline).await,
+                ReadPolicy::Hedged { .. } => self.routed(self.home, op, deadline).await.0,
+                ReadPolicy::All => self.read_all(op, deadline).await,
             }
         })
     }

@@ -17,9 +17,16 @@ pub enum ReadMode {
     Lease,
     /// Any replica answers from its local state: fast, stale, NOT linearizable.
     Follower,
-    /// Like read-index, but any replica serves: a follower asks the leader for a read
-    /// index and answers once it has applied it. The client hedges across replicas.
+    /// Any replica serves, linearizably: a follower asks the leader for a read index
+    /// (the leader confirms it still leads with a heartbeat quorum) and answers once it
+    /// has applied that index. The client sends each read to one replica.
+    ReplicaRead,
+    /// Served as replica-read; the client sends a second request to another replica
+    /// when the first is slower than its own running p95, and cancels the loser.
     Hedged,
+    /// Served as replica-read; the client asks every replica at once and takes the
+    /// first answer (for comparison: fast, and N requests per read).
+    ReadAll,
 }
 
 impl ReadMode {
@@ -30,8 +37,19 @@ impl ReadMode {
             ReadMode::ReadIndex => "read-index",
             ReadMode::Lease => "lease",
             ReadMode::Follower => "follower",
+            ReadMode::ReplicaRead => "replica-read",
             ReadMode::Hedged => "hedged",
+            ReadMode::ReadAll => "read-all",
         }
+    }
+
+    /// True when any replica serves reads linearizably (via a read index from the
+    /// leader); the modes differ only in how the client spreads its requests.
+    pub fn any_replica(self) -> bool {
+        matches!(
+            self,
+            ReadMode::ReplicaRead | ReadMode::Hedged | ReadMode::ReadAll
+        )
     }
 }
 

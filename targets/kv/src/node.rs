@@ -305,7 +305,7 @@ impl Runner {
                 return;
             }
         }
-        if mode != ReadMode::Hedged && !leader {
+        if !mode.any_replica() && !leader {
             let _ = reply.send(not_leader(self.core.leader()));
             return;
         }

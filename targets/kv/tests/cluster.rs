@@ -284,8 +284,15 @@ fn single_node_is_leader_and_restarts_from_disk() {
 }
 
 #[test]
-fn every_read_mode_reads_its_own_writes_and_hedged_followers_serve() {
-    for mode in ["log", "lease", "hedged", "follower"] {
+fn every_read_mode_reads_its_own_writes_and_replica_modes_serve_on_followers() {
+    for mode in [
+        "log",
+        "lease",
+        "replica-read",
+        "hedged",
+        "read-all",
+        "follower",
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let cluster = Cluster::start(3, dir.path(), &["--read-mode", mode]);
         let leader = cluster.wait_leader();
@@ -295,13 +302,15 @@ fn every_read_mode_reads_its_own_writes_and_hedged_followers_serve() {
             json!({"type": "ok", "value": mode}),
             "{mode}"
         );
-        if mode == "hedged" {
+        let follower = (leader + 1) % 3;
+        let body = json!({"f": "read", "key": "k"});
+        let (_, answer) =
+            http(cluster.client_ports[follower], "POST", "/kv", Some(&body)).expect("answer");
+        if ["replica-read", "hedged", "read-all"].contains(&mode) {
             // A follower serves a linearizable read itself, after asking the leader.
-            let follower = (leader + 1) % 3;
-            let body = json!({"f": "read", "key": "k"});
-            let (_, answer) =
-                http(cluster.client_ports[follower], "POST", "/kv", Some(&body)).expect("answer");
-            assert_eq!(answer, json!({"type": "ok", "value": "hedged"}));
+            assert_eq!(answer, json!({"type": "ok", "value": mode}));
+        } else if mode != "follower" {
+            assert_eq!(answer["error"], "not-leader", "{mode}");
         }
         let (_, status) = http(cluster.client_ports[0], "GET", "/status", None).expect("status");
         assert_eq!(status["read_mode"], mode);

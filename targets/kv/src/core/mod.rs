@@ -193,7 +193,7 @@ pub enum Message {
         /// Heartbeat round.
         round: u64,
     },
-    /// A follower asks the leader for a read index (hedged reads, Raft §6.4).
+    /// A follower asks the leader for a read index (replica reads, Raft §6.4).
     ReadIndex {
         /// Follower's request id.
         ctx: u64,
@@ -308,6 +308,8 @@ struct PendingRead {
     round: u64,
     /// `None`: a local read; `Some(peer)`: forwarded by a follower.
     from: Option<NodeId>,
+    /// The leader's commit index when the read arrived (Raft §6.4 step 1).
+    commit_at_arrival: u64,
 }
 
 /// One member of a Raft group. See the module docs.

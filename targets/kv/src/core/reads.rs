@@ -13,7 +13,7 @@ use super::{Message, NodeId, NotLeader, PendingRead, RaftCore, ReadState, Role};
 impl RaftCore {
     /// Asks for a read index for request `ctx`. The answer arrives in a later `Ready` as
     /// a [`ReadState`] (serve the read once `index` is applied) or in `failed_reads`.
-    /// On a follower, the request is forwarded to the leader (hedged reads).
+    /// On a follower, the request is forwarded to the leader (replica reads).
     pub fn read_index(&mut self, now: i64, ctx: u64) -> Result<(), NotLeader> {
         self.observe_time(now);
         match self.role {
@@ -66,6 +66,7 @@ impl RaftCore {
             ctx,
             round: self.round + 1,
             from,
+            commit_at_arrival: self.commit,
         });
         self.need_broadcast = true;
         if self.cfg.voters.len() == 1 {
@@ -112,7 +113,20 @@ impl RaftCore {
             return;
         }
         let confirmed = self.quorum_round;
-        let index = self.commit;
+        let term_start = self.term_start_index;
+        let commit = self.commit;
+        // §6.4: the index is the commit index when the read arrived, if that already
+        // covers this term's first entry (then it covers every entry committed before
+        // the read). It is smaller than the current commit index, so a follower, which
+        // learnt it from the very round that confirmed the read, need not wait for the
+        // next heartbeat to apply it.
+        let index_of = |r: &PendingRead| {
+            if r.commit_at_arrival >= term_start {
+                r.commit_at_arrival
+            } else {
+                commit
+            }
+        };
         let (ready, waiting): (Vec<_>, Vec<_>) = self
             .pending_reads
             .drain(..)
@@ -122,13 +136,13 @@ impl RaftCore {
             match read.from {
                 None => self.ready.reads.push(ReadState {
                     ctx: read.ctx,
-                    index,
+                    index: index_of(&read),
                 }),
                 Some(peer) => self.send(
                     peer,
                     Message::ReadIndexResp {
                         ctx: read.ctx,
-                        index: Some(index),
+                        index: Some(index_of(&read)),
                     },
                 ),
             }

@@ -342,12 +342,44 @@ fn read_index_waits_for_a_quorum_round() {
     assert!(reads
         .iter()
         .any(|r| r.ctx == 43 && r.index == nodes[0].commit_index()));
-    // A follower forwards (hedged reads) and gets the index from the leader.
+    // A follower forwards (replica reads) and gets the index from the leader.
     nodes[1].read_index(now, 7).unwrap();
     let out = settle(&mut nodes, now, &[]);
     assert!(out
         .iter()
         .any(|(id, r)| *id == 2 && r.reads.iter().any(|s| s.ctx == 7)));
+}
+
+#[test]
+fn read_index_is_the_commit_index_at_arrival() {
+    // §6.4 step 1: the leader records its commit index when the read arrives; entries
+    // committed while it confirms leadership are not waited for.
+    let mut nodes = cluster(3);
+    elect(&mut nodes, 1, 0);
+    let now = 2000;
+    let at_arrival = nodes[0].commit_index();
+    nodes[0].read_index(now, 9).unwrap();
+    nodes[0].propose(now, b"x".to_vec()).unwrap();
+    let out = settle(&mut nodes, now, &[]);
+    assert!(nodes[0].commit_index() > at_arrival);
+    let index = out
+        .iter()
+        .filter(|(id, _)| *id == 1)
+        .flat_map(|(_, r)| r.reads.iter())
+        .find(|r| r.ctx == 9)
+        .map(|r| r.index);
+    assert_eq!(index, Some(at_arrival));
+    // A follower's read index (§6.4, reads served by followers) is already covered by
+    // the commit index it learnt from the round that confirmed the read.
+    nodes[1].read_index(now, 11).unwrap();
+    let out = settle(&mut nodes, now, &[]);
+    let index = out
+        .iter()
+        .filter(|(id, _)| *id == 2)
+        .flat_map(|(_, r)| r.reads.iter())
+        .find(|r| r.ctx == 11)
+        .map(|r| r.index);
+    assert!(index.is_some_and(|i| i <= nodes[1].commit_index()));
 }
 
 #[test]

@@ -1,0 +1,80 @@
+//! Hedged reads of the bundled KV store under a slow client link, end to end: a real
+//! 3-node cluster (the `splitbrain-kv` binary must be built beside the test binaries),
+//! one follower's answers delayed 50 ms by the nemesis for the whole run.
+
+use splitbrain::check::CheckOptions;
+use splitbrain::controller::run_test;
+use splitbrain::spec::TestSpec;
+use splitbrain::target::kv::ReadCounters;
+use splitbrain_checkers::history::read::read_path;
+use splitbrain_checkers::Validity;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
+    let store = tempfile::tempdir().unwrap();
+    let plan = store.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"[{"at_ms":0,"for_ms":60000,"f":"slow-client","target":"follower","delay_ms":50}]"#,
+    )
+    .unwrap();
+    let spec = TestSpec {
+        name: "kv-hedge".into(),
+        target: "kv".into(),
+        workload: "register".into(),
+        nemesis: Vec::new(),
+        nemesis_interval_s: 10.0,
+        nemesis_plan: Some(plan),
+        nemesis_schedule: serde_json::Value::Null,
+        nodes: 3,
+        concurrency: 6,
+        rate: 150.0,
+        time_limit_s: 6.0,
+        op_timeout_ms: 1000,
+        seed: 5,
+        bugs: Vec::new(),
+        shards: 1,
+        read_mode: Some("hedged".into()),
+        consistency_model: None,
+        init: None,
+        hedge_delay_ms: 2,
+        active_keys: 8,
+        ops_per_key: 100,
+        quiesce_s: 0.5,
+        store: store.path().to_path_buf(),
+        target_bin: None,
+        version: "test".into(),
+    };
+    let target = splitbrain::target::by_name("kv").unwrap();
+    let workload = splitbrain::workload::by_name("register").unwrap();
+    let before = ReadCounters::now();
+    let outcome = run_test(
+        &spec,
+        target,
+        workload.as_ref(),
+        &CheckOptions::default(),
+        CancellationToken::new(),
+        false,
+    )
+    .await
+    .expect("the run completes (is splitbrain-kv built?)");
+    let counts = ReadCounters::now().since(before);
+    assert_eq!(
+        outcome.summary.valid,
+        Validity::Valid,
+        "{:?}",
+        outcome.summary
+    );
+    assert!(counts.reads > 100, "{counts:?}");
+    // The slow replica is put on probation after a few hedges: only a small share of
+    // reads needs a second request.
+    let share = counts.hedges as f64 / counts.reads as f64;
+    assert!(share < 0.2, "hedged {share:.3} of reads: {counts:?}");
+    assert!(counts.requests >= counts.reads + counts.hedges);
+    // The fault is in the history, with its stop.
+    let history = read_path(&outcome.run_dir.history()).unwrap();
+    let fs: Vec<String> = history.nemesis_ops().map(|op| op.f.to_string()).collect();
+    assert!(fs.iter().any(|f| f == "start-slow-client"), "{fs:?}");
+    assert!(fs.iter().any(|f| f == "stop-slow-client"), "{fs:?}");
+}
