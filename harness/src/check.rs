@@ -269,10 +269,12 @@ pub fn write_outputs(dir: &Path, summary: &RunSummary, history: &History) -> any
         serde_json::to_vec_pretty(summary)?,
     )
     .with_context(|| format!("writing {}", dir.join("results.json").display()))?;
-    std::fs::write(
-        dir.join("report.html"),
-        splitbrain_reports::render_html(summary, history),
-    )?;
+    // test.json names what ran and how to repeat it; a hand-made run dir may lack it.
+    let test: Option<serde_json::Value> = std::fs::read(dir.join("test.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let html = splitbrain_reports::render_html(summary, history, test.as_ref());
+    std::fs::write(dir.join("report.html"), html)?;
     std::fs::write(
         dir.join("junit.xml"),
         splitbrain_reports::junit_xml(summary),

@@ -11,13 +11,15 @@
 
 mod compare;
 mod compare_html;
-mod html;
+mod report;
 mod stats;
 mod store_index;
 mod table;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
-pub use html::render_html;
+pub use report::{
+    cycles, fault_label, fault_windows, render_html, repeat_command, Cycle, CycleEdge, FaultWindow,
+};
 pub use stats::{history_stats, HistoryStats, Latency};
 pub use store_index::{directory_html, store_index_html, IndexedRun};
 pub use table::summary_table;

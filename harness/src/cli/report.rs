@@ -1,0 +1,44 @@
+//! `splitbrain report RUN`: re-render a run directory's report.html from what the run
+//! stored (history.jsonl, results.json, test.json), without checking again.
+
+use anyhow::Context;
+use clap::Args;
+use splitbrain_checkers::history::read::read_path;
+use splitbrain_reports::{render_html, RunSummary};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub(crate) struct ReportArgs {
+    /// A run directory holding history.jsonl and results.json (test.json when it has one).
+    run: PathBuf,
+    /// Write the page here instead of RUN/report.html.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub(crate) fn cmd_report(a: ReportArgs) -> anyhow::Result<u8> {
+    let dir = &a.run;
+    anyhow::ensure!(dir.is_dir(), "{} is not a run directory", dir.display());
+    let history = read_path(&dir.join("history.jsonl"))
+        .with_context(|| format!("reading {}", dir.join("history.jsonl").display()))?;
+    let results = dir.join("results.json");
+    let summary: RunSummary =
+        serde_json::from_slice(&std::fs::read(&results).with_context(|| {
+            format!(
+                "reading {} (a run checked by `splitbrain check {}` has one)",
+                results.display(),
+                dir.display()
+            )
+        })?)
+        .with_context(|| format!("parsing {}", results.display()))?;
+    // test.json is optional: a history checked by hand has none.
+    let test: Option<serde_json::Value> = match std::fs::read(dir.join("test.json")) {
+        Ok(b) => Some(serde_json::from_slice(&b).context("parsing test.json")?),
+        Err(_) => None,
+    };
+    let out = a.out.unwrap_or_else(|| dir.join("report.html"));
+    std::fs::write(&out, render_html(&summary, &history, test.as_ref()))
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!("{}", out.display());
+    Ok(0)
+}

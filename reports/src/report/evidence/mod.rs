@@ -1,0 +1,73 @@
+//! Each checker's section: its verdict and explanation, the evidence drawn (Elle's
+//! cycles as graphs, a linearizability counterexample as bars per process, bank totals
+//! over time), and the evidence ops as recorded.
+
+mod bank;
+mod cycle;
+mod linear;
+
+pub use cycle::{cycles, Cycle, CycleEdge};
+
+use super::verdict_class;
+use maud::{html, Markup, PreEscaped};
+use splitbrain_checkers::{CheckResult, History, Validity};
+
+/// Cycles drawn per anomaly type.
+const CYCLES_PER_TYPE: usize = 2;
+
+fn drawn(r: &CheckResult, history: &History) -> Markup {
+    let cs = cycles(&r.details, CYCLES_PER_TYPE);
+    if !cs.is_empty() {
+        return html! {
+            div.cycles { @for c in &cs { (cycle::cycle_section(c)) } }
+        };
+    }
+    if r.checker.starts_with("linearizable") && r.valid != Validity::Valid {
+        if let Some(m) = linear::linear_section(&r.evidence, &r.details) {
+            return m;
+        }
+    }
+    if r.checker == "bank" {
+        let points = bank::totals(history);
+        if !points.is_empty() {
+            let expected = r.details.get("total").and_then(serde_json::Value::as_i64);
+            let picture = match bank::bank_svg(&points, expected) {
+                Ok(svg) => PreEscaped(svg),
+                Err(e) => html! { p.warn { (e.to_string()) } },
+            };
+            return html! {
+                figure.bank {
+                    figcaption { "Sum of balances of every ok read (" (points.len()) " reads)" }
+                    (picture)
+                }
+            };
+        }
+    }
+    html! {}
+}
+
+/// One section per checker.
+pub fn checker_sections(results: &[CheckResult], history: &History) -> Markup {
+    html! {
+        @for r in results {
+            section.checker id={ "checker-" (r.checker) } {
+                h3 { (r.checker) ": " span class=(verdict_class(r.valid)) { (r.valid.label()) } }
+                @if !r.anomaly_types.is_empty() {
+                    p { "Anomalies: " strong { (r.anomaly_types.join(", ")) } }
+                }
+                @if !r.not.is_empty() {
+                    p { "Ruled out: " (r.not.join(", "))
+                        @if !r.also_not.is_empty() { "; and so also " (r.also_not.join(", ")) } }
+                }
+                @if !r.explanation.is_empty() { p.explanation { (r.explanation) } }
+                (drawn(r, history))
+                @if !r.evidence.is_empty() {
+                    details {
+                        summary { "Evidence ops (" (r.evidence.len()) ")" }
+                        pre { @for e in &r.evidence { (e.to_string()) "\n" } }
+                    }
+                }
+            }
+        }
+    }
+}
