@@ -231,6 +231,19 @@ impl History {
             .get_or_init(|| pairing::build_pairs(self.ops(), &self.slots))
     }
 
+    /// Client operation `i` (as `pairs()[i]`), built from its two ops alone when the
+    /// pairs are not materialized: a checker that translates ops one by one (the
+    /// linearizability checker's preparation) never holds every op's `Value` at once.
+    pub fn pair(&self, i: usize) -> Option<Cow<'_, OpPair>> {
+        if let Some(pairs) = self.pairs.get() {
+            return pairs.get(i).map(Cow::Borrowed);
+        }
+        let slot = self.slots.get(i)?;
+        let inv = self.op(slot.invoke_pos)?;
+        let done = slot.complete_pos.and_then(|c| self.op(c));
+        Some(Cow::Owned(pairing::pair_of(slot, &inv, done.as_deref())))
+    }
+
     /// Client operations' positions and outcomes, ordered by invoke position (the same
     /// order and length as [`History::pairs`]).
     pub fn pair_slots(&self) -> &[PairSlot] {

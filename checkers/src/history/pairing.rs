@@ -118,40 +118,43 @@ impl OpenInvokes {
 
 /// Full pairs (with cloned values) from validated slots.
 pub(crate) fn build_pairs(ops: &[Op], slots: &[PairSlot]) -> Vec<OpPair> {
-    let mut pairs = Vec::with_capacity(slots.len());
-    for s in slots {
-        let Some(inv) = ops.get(s.invoke_pos) else {
-            continue;
-        };
-        let done = s.complete_pos.and_then(|c| ops.get(c));
-        let mut pair = OpPair {
-            process: s.process,
-            f: inv.f.clone(),
-            key: inv.key.clone(),
-            invoke_value: inv.value.clone(),
-            value: Default::default(),
-            outcome: s.outcome,
-            invoke_pos: s.invoke_pos,
-            complete_pos: s.complete_pos,
-            invoke_time: inv.time,
-            complete_time: done.map(|d| d.time),
-            node: inv.node.clone(),
-            error: None,
-        };
-        pair.value = match (s.outcome, done) {
-            (Outcome::Ok, Some(d)) => d.value.clone(),
-            _ => inv.value.clone(),
-        };
-        if let Some(d) = done {
-            pair.error = d.error.clone();
-            if pair.key.is_none() {
-                pair.key = d.key.clone();
-            }
-            if d.node.is_some() {
-                pair.node = d.node.clone();
-            }
+    slots
+        .iter()
+        .filter_map(|s| {
+            let inv = ops.get(s.invoke_pos)?;
+            Some(pair_of(s, inv, s.complete_pos.and_then(|c| ops.get(c))))
+        })
+        .collect()
+}
+
+/// The pair of slot `s`, from its invoke and its completion (if any).
+pub(crate) fn pair_of(s: &PairSlot, inv: &Op, done: Option<&Op>) -> OpPair {
+    let mut pair = OpPair {
+        process: s.process,
+        f: inv.f.clone(),
+        key: inv.key.clone(),
+        invoke_value: inv.value.clone(),
+        value: Default::default(),
+        outcome: s.outcome,
+        invoke_pos: s.invoke_pos,
+        complete_pos: s.complete_pos,
+        invoke_time: inv.time,
+        complete_time: done.map(|d| d.time),
+        node: inv.node.clone(),
+        error: None,
+    };
+    pair.value = match (s.outcome, done) {
+        (Outcome::Ok, Some(d)) => d.value.clone(),
+        _ => inv.value.clone(),
+    };
+    if let Some(d) = done {
+        pair.error = d.error.clone();
+        if pair.key.is_none() {
+            pair.key = d.key.clone();
         }
-        pairs.push(pair);
+        if d.node.is_some() {
+            pair.node = d.node.clone();
+        }
     }
-    pairs
+    pair
 }

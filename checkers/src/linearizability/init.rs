@@ -54,6 +54,12 @@ impl<M: Model> Model for WithInit<M> {
     fn read_only(&self, op: &M::Op) -> bool {
         self.model.read_only(op)
     }
+    fn grows(&self, op: &M::Op) -> bool {
+        self.model.grows(op)
+    }
+    fn may_reach(&self, state: &M::State, read: &M::Op) -> bool {
+        self.model.may_reach(state, read)
+    }
     fn prunable(&self, required: &[&M::Op], optional: &[&M::Op]) -> Vec<bool> {
         self.model.prunable(required, optional)
     }

@@ -99,7 +99,7 @@ mod run;
 mod search;
 mod tables;
 
-pub use generate::generate_keyed_cas_history;
+pub use generate::{generate_keyed_cas_history, write_keyed_cas_history};
 pub use init::{InitFromJson, WithInit};
 pub use model::{run_sequential, Completion, Model, Val};
 pub use run::check_model;

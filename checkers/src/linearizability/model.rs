@@ -82,6 +82,21 @@ pub trait Model: Send + Sync {
         false
     }
 
+    /// True if `op` only grows the state along the order [`Model::may_reach`] knows (an
+    /// append to a string or list, or a read). Together with `may_reach` this lets the
+    /// search cut a configuration that no sequence of growing ops can carry to a pending
+    /// read's value. The default, `false`, turns that lookahead off.
+    fn grows(&self, _op: &Self::Op) -> bool {
+        false
+    }
+
+    /// Whether some sequence of ops for which [`Model::grows`] holds (possibly none) can
+    /// lead from `state` to a state in which the read-only `read` succeeds. Must be `true`
+    /// whenever such a sequence exists (a `false` is a proof); the default is `true`.
+    fn may_reach(&self, _state: &Self::State, _read: &Self::Op) -> bool {
+        true
+    }
+
     /// Which indeterminate ops can be dropped up front because nothing observes them.
     /// `required` are the ops that surely happened; returns one flag per `optional`
     /// entry, `true` meaning "drop". Must be sound: dropping may not change the verdict.
@@ -114,6 +129,12 @@ impl<M: Model + ?Sized> Model for &M {
     }
     fn prunable(&self, required: &[&Self::Op], optional: &[&Self::Op]) -> Vec<bool> {
         (**self).prunable(required, optional)
+    }
+    fn grows(&self, op: &Self::Op) -> bool {
+        (**self).grows(op)
+    }
+    fn may_reach(&self, state: &Self::State, read: &Self::Op) -> bool {
+        (**self).may_reach(state, read)
     }
     fn footprint(&self, op: &Self::Op) -> Option<Vec<u64>> {
         (**self).footprint(op)

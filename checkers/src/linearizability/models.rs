@@ -164,6 +164,19 @@ impl Model for KvModel {
         matches!(op, KvOp::Get(_))
     }
 
+    /// Appends and gets only extend the string (or keep it); a put may replace it.
+    fn grows(&self, op: &KvOp) -> bool {
+        !matches!(op, KvOp::Put(_))
+    }
+
+    /// Appends extend the string, so a get can follow only a prefix of what it returned.
+    fn may_reach(&self, state: &String, read: &KvOp) -> bool {
+        match read {
+            KvOp::Get(v) => v.starts_with(state.as_str()),
+            _ => true,
+        }
+    }
+
     fn state_bytes(&self, state: &String) -> usize {
         std::mem::size_of::<String>() + state.capacity()
     }
@@ -236,6 +249,19 @@ impl Model for ListAppendModel {
 
     fn read_only(&self, op: &ListOp) -> bool {
         matches!(op, ListOp::Read(_))
+    }
+
+    /// Every op appends or reads: lists only grow.
+    fn grows(&self, _op: &ListOp) -> bool {
+        true
+    }
+
+    /// Lists only grow, so a read can follow only a prefix of the list it returned.
+    fn may_reach(&self, state: &Vec<Val>, read: &ListOp) -> bool {
+        match read {
+            ListOp::Read(l) => l.starts_with(state),
+            ListOp::Append(_) => true,
+        }
     }
 
     fn state_bytes(&self, state: &Vec<Val>) -> usize {

@@ -13,6 +13,10 @@ pub(crate) struct BadOp {
     pub reason: String,
 }
 
+/// One translated pair: its key (when split), its place in the part and the model's op;
+/// `None` for a pair the model ignores.
+type Translated<Op> = Result<Option<(Option<String>, PartOp, Op)>, BadOp>;
+
 /// Splits the history into parts (by key when `split`), translating each op with the
 /// model and dropping ops that cannot matter.
 pub(crate) fn prepare<M: Model>(
@@ -20,27 +24,42 @@ pub(crate) fn prepare<M: Model>(
     history: &History,
     split: bool,
 ) -> Result<Vec<Part<M::Op>>, BadOp> {
+    use rayon::prelude::*;
+    // Ops are translated one pair at a time, in parallel, from the history's text when it
+    // has one: the whole history's values are never held at once.
+    let translated: Vec<Translated<M::Op>> = (0..history.pair_slots().len())
+        .into_par_iter()
+        .with_min_len(1024)
+        .map(|i| {
+            let Some(pair) = history.pair(i) else {
+                return Ok(None);
+            };
+            let completion = match pair.outcome {
+                Outcome::Ok => Completion::Ok,
+                Outcome::Fail => Completion::Failed,
+                Outcome::Info | Outcome::Pending => Completion::Unknown,
+            };
+            let op = model
+                .op(&pair, completion)
+                .map_err(|reason| BadOp { pair: i, reason })?;
+            let Some(op) = op else { return Ok(None) };
+            let required = completion != Completion::Unknown;
+            let part_op = PartOp {
+                pair: i,
+                op: 0,
+                required,
+                invoke: pair.invoke_pos,
+                end: if required { pair.end_pos() } else { usize::MAX },
+            };
+            let key = if split { pair.key_string() } else { None };
+            Ok(Some((key, part_op, op)))
+        })
+        .collect();
     let mut groups: BTreeMap<Option<String>, Vec<(PartOp, M::Op)>> = BTreeMap::new();
-    for (i, pair) in history.pairs().iter().enumerate() {
-        let completion = match pair.outcome {
-            Outcome::Ok => Completion::Ok,
-            Outcome::Fail => Completion::Failed,
-            Outcome::Info | Outcome::Pending => Completion::Unknown,
-        };
-        let op = model
-            .op(pair, completion)
-            .map_err(|reason| BadOp { pair: i, reason })?;
-        let Some(op) = op else { continue };
-        let required = completion != Completion::Unknown;
-        let part_op = PartOp {
-            pair: i,
-            op: 0,
-            required,
-            invoke: pair.invoke_pos,
-            end: if required { pair.end_pos() } else { usize::MAX },
-        };
-        let key = if split { pair.key_string() } else { None };
-        groups.entry(key).or_default().push((part_op, op));
+    for t in translated {
+        if let Some((key, part_op, op)) = t? {
+            groups.entry(key).or_default().push((part_op, op));
+        }
     }
     Ok(groups
         .into_iter()

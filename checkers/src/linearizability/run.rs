@@ -26,8 +26,8 @@ pub fn check_model<M: Model>(
     history: &History,
     options: &LinearizabilityOptions,
 ) -> CheckResult {
-    let keyed = history.pairs().iter().any(|p| p.key.is_some());
-    if !options.split_by_key && keyed {
+    // Split checks never need every pair at once (prepare reads them one by one).
+    if !options.split_by_key && history.pairs().iter().any(|p| p.key.is_some()) {
         run(&PerKey(model), history, options, false)
     } else {
         run(model, history, options, options.split_by_key)
@@ -50,7 +50,9 @@ fn run<M: Model>(
     let mut parts = match prepare(model, history, split) {
         Ok(p) => p,
         Err(bad) => {
-            let pair = &history.pairs()[bad.pair];
+            let Some(pair) = history.pair(bad.pair) else {
+                return CheckResult::new("linearizable", Validity::Unknown, bad.reason);
+            };
             let mut r = CheckResult::new(
                 "linearizable",
                 Validity::Unknown,
