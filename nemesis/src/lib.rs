@@ -29,6 +29,7 @@
 //! | fault     | start `f`         | stop `f`         | value                                        |
 //! |-----------|-------------------|------------------|----------------------------------------------|
 //! | kill      | `kill`            | `restart`        | `{"nodes":["n3"],"target":"leader"}`          |
+//! | kill-one  | `kill`            | `restart`        | `{"nodes":["n2"],"target":"one"}`             |
 //! | pause     | `pause`           | `resume`         | `{"nodes":["n1","n2"],"target":"minority"}`   |
 //! | partition | `start-partition` | `stop-partition` | `{"halves":[["n1","n2"],["n3","n4","n5"]],"shape":"halves","mode":"blackhole","blocked":[["n1","n3"],...]}` |
 //! | clock     | `start-clock`     | `stop-clock`     | `{"nodes":["n2"],"mode":"bump","offset_ms":5000,"period_ms":100}` |
@@ -112,6 +113,7 @@ pub const KNOWN_FAULTS: &[&str] = &[
     "partition",
     "leader-churn",
     "kill",
+    "kill-one",
     "pause",
     "clock",
     "slow",

@@ -28,7 +28,7 @@ pub(crate) const SHAPES: &[&str] = &[
 /// is never killed and paused at once, and partitions do not stack), while faults of
 /// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
 const CLASSES: &[&[&str]] = &[
-    &["kill", "pause", "strobe-pause"],
+    &["kill", "kill-one", "pause", "strobe-pause"],
     &["partition", "leader-churn", "slow", "loss", "slow-client"],
     &["clock"],
 ];
@@ -160,6 +160,12 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
                 FaultAction::Pause { target, nodes }
             }
         }
+        // One node at a time: a crash a majority survives, so a system that can go on
+        // without a member (an elastic training group) has to.
+        "kill-one" => FaultAction::Kill {
+            target: Target::One,
+            nodes: names(&pick(Target::One, n, rng)),
+        },
         "partition" => partition(n, rng),
         // Who to cut off is decided while the fault runs, from who leads.
         "leader-churn" => FaultAction::Partition {

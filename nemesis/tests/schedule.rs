@@ -260,3 +260,25 @@ fn leader_churn_is_a_partition_resolved_at_run_time() {
         assert!(w[0].at_ms + w[0].for_ms <= w[1].at_ms);
     }
 }
+
+/// `kill-one` kills exactly one node per fault, never overlapping another process fault.
+#[test]
+fn kill_one_kills_a_single_node_at_a_time() {
+    for seed in 0..20 {
+        let p = plan("kill-one", seed, 4);
+        assert!(p.len() > 50, "{} faults", p.len());
+        let mut last_end = 0;
+        let mut victims = BTreeSet::new();
+        for f in &p {
+            let FaultAction::Kill { target, nodes } = &f.action else {
+                panic!("kill-one planned {f:?}");
+            };
+            assert_eq!(*target, Target::One);
+            assert_eq!(nodes.len(), 1, "{f:?}");
+            victims.insert(nodes[0].clone());
+            assert!(f.at_ms >= last_end, "kills must not overlap");
+            last_end = f.at_ms + f.for_ms;
+        }
+        assert_eq!(victims.len(), 4, "every node is a victim at some point");
+    }
+}

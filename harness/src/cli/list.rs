@@ -33,6 +33,7 @@ pub(crate) fn list_text() -> String {
         ("partition", "network partitions through the proxy mesh (halves, isolate one, isolate the leader, majorities ring, bridge, one-way)"),
         ("leader-churn", "cut the leader off; each time another node takes over, cut that one off instead (three hand-overs per fault)"),
         ("kill", "kill -9 and restart nodes (one, a minority, a majority, all, the leader)"),
+        ("kill-one", "kill -9 and restart one node at a time (a crash a majority survives)"),
         ("pause", "SIGSTOP / SIGCONT nodes"),
         ("clock", "bump, strobe or skew node clocks through their admin endpoint"),
         ("slow", "add latency with jitter to links"),
