@@ -68,7 +68,7 @@ pub async fn controller_throughput(
             make_client: Arc::new(|_| Box::new(NoopClient) as Box<dyn Client>),
             generator: generator.clone(),
             recorder: recorder.clone(),
-            limiter: Arc::new(RateLimiter::new(0.0)),
+            limiter: Arc::new(RateLimiter::new(0.0, 0)),
             op_timeout: Duration::from_secs(1),
             seed: 1,
         };

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub const POLICIES: &[&str] = &["read-index", "replica-read", "hedged", "read-all"];
 
 /// Share of the measured capacity offered in every cell.
-pub const LOAD_SHARE: f64 = 0.7;
+pub const LOAD_SHARE: f64 = 0.3;
 /// Concurrent clients in every run.
 pub const CONCURRENCY: usize = 16;
 /// Seconds of the capacity measurement.
@@ -122,6 +122,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         concurrency: CONCURRENCY,
         rate,
         time_limit_s: secs,
+        steps: None,
         op_timeout_ms: 1000,
         seed: opts.seed,
         bugs: Vec::new(),

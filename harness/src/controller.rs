@@ -36,30 +36,46 @@ pub struct RunOutcome {
     pub run_dir: RunDir,
 }
 
-/// Global rate limiter: hands out evenly spaced start slots to all clients.
+/// Global rate limiter: hands out start slots to all clients as a Poisson process of the
+/// given rate (exponential gaps, seeded), as independent real clients arrive.
+///
+/// Evenly spaced slots would never let two ops overlap whenever an op is faster than the
+/// slot interval (an idle machine at 200 ops/s: 5 ms apart, 1.5 ms each), so a bug that
+/// needs two transactions on one lock at once would show only on a loaded machine.
+/// Random gaps make such overlaps a steady fraction of ops at any machine speed.
 pub struct RateLimiter {
-    interval: Option<Duration>,
-    next: Mutex<Instant>,
+    mean_gap: Option<f64>,
+    next: Mutex<(Instant, ChaCha8Rng)>,
 }
 
+/// No gap is longer than this many mean gaps (a bound on a rare long silence).
+const MAX_GAP_FACTOR: f64 = 8.0;
+
 impl RateLimiter {
-    /// `rate` ops per second in total; 0 means unlimited.
-    pub fn new(rate: f64) -> RateLimiter {
+    /// `rate` ops per second in total (0 means unlimited); `seed` fixes the gaps.
+    pub fn new(rate: f64, seed: u64) -> RateLimiter {
         RateLimiter {
-            interval: (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate)),
-            next: Mutex::new(Instant::now()),
+            mean_gap: (rate > 0.0).then(|| 1.0 / rate),
+            next: Mutex::new((
+                Instant::now(),
+                ChaCha8Rng::seed_from_u64(seed ^ 0x5241_5445),
+            )),
         }
     }
 
     /// Waits for this caller's slot.
     pub async fn acquire(&self) {
-        let Some(interval) = self.interval else {
+        let Some(mean) = self.mean_gap else {
             return;
         };
         let slot = {
-            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let mut g = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let (next, rng) = &mut *g;
             let slot = (*next).max(Instant::now());
-            *next = slot + interval;
+            // Exponential gap by inversion: -ln(U) for U uniform in (0, 1].
+            let u: f64 = 1.0 - rand::Rng::gen::<f64>(rng);
+            let gap = (-u.ln()).min(MAX_GAP_FACTOR) * mean;
+            *next = slot + Duration::from_secs_f64(gap);
             slot
         };
         tokio::time::sleep_until(slot.into()).await;
@@ -437,7 +453,7 @@ async fn drive(
         let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
         Arc::new(move |home| target.client(&addrs, home, &topts))
     };
-    let limiter = Arc::new(RateLimiter::new(spec.rate));
+    let limiter = Arc::new(RateLimiter::new(spec.rate, spec.seed));
     let op_timeout = Duration::from_millis(spec.op_timeout_ms + 500);
     let setup = generator
         .lock()
@@ -454,6 +470,22 @@ async fn drive(
         active.clone(),
     );
 
+    // The main phase ends at the deadline, or earlier once the target reports
+    // `--steps`; a child token, so ending the phase is not an interruption.
+    let phase_end = cancel.child_token();
+    if let Some(steps) = spec.steps {
+        let (target, addrs, end) = (target.clone(), addrs.clone(), phase_end.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            tokio::select! {
+                _ = target.until_steps(&http, &addrs, Some(steps)) => {
+                    eprintln!("splitbrain: the target reached step {steps}; ending the main phase");
+                    end.cancel();
+                }
+                _ = end.cancelled() => {}
+            }
+        });
+    }
     let mut workers = tokio::task::JoinSet::new();
     for slot in 0..spec.concurrency {
         let w = Worker {
@@ -466,7 +498,7 @@ async fn drive(
             op_timeout,
             seed: spec.seed,
         };
-        workers.spawn(w.run(deadline, cancel.clone()));
+        workers.spawn(w.run(deadline, phase_end.clone()));
     }
     let log = NemesisLog {
         recorder: recorder.clone(),
@@ -474,7 +506,7 @@ async fn drive(
     };
     let nemesis_result = tokio::select! {
         r = nemesis.run(cluster.as_ref(), &log, time_limit) => r.map_err(anyhow::Error::from),
-        _ = cancel.cancelled() => Ok(()),
+        _ = phase_end.cancelled() => Ok(()),
     };
     // Clients stop at the deadline; an op in flight gets its timeout to finish.
     let drain_bound = op_timeout + Duration::from_secs(1);
@@ -484,6 +516,8 @@ async fn drive(
     )
     .await;
     workers.abort_all();
+    // Stops the `--steps` watcher when the deadline came first.
+    phase_end.cancel();
     // Heal always, even when interrupted: nothing may be left broken.
     *active.lock().unwrap_or_else(|e| e.into_inner()) = "healing".into();
     let heal = nemesis.heal(cluster.as_ref(), &log).await;

@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod bench_converge;
+pub mod bench_tail;
 pub mod check;
 pub mod cluster;
 pub mod controller;
@@ -24,5 +25,6 @@ pub mod recorder;
 pub mod serve;
 pub mod spec;
 pub mod store;
+pub mod suite;
 pub mod target;
 pub mod workload;

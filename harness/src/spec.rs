@@ -31,6 +31,10 @@ pub struct TestSpec {
     pub rate: f64,
     /// Seconds of the main phase.
     pub time_limit_s: f64,
+    /// Ends the main phase early once the target reports this many steps (`--steps`;
+    /// the ddp target: every live rank has committed them). Absent in older test.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
     /// Per-op client timeout in milliseconds; a timed-out op is `info`.
     pub op_timeout_ms: u64,
     /// The seed of every random choice.

@@ -137,3 +137,40 @@ fn sampler_overlap_is_caught_by_exactly_once_data() {
         replicas.3
     );
 }
+
+/// `--steps N`: the run ends once every live rank has committed N steps, long before its
+/// time limit, and what was recorded is checked as usual.
+#[test]
+fn steps_ends_the_run_once_every_rank_committed_them() {
+    let (code, results, store) = run_ddp(&[
+        "--nemesis",
+        "none",
+        "--steps",
+        "40",
+        "--time-limit",
+        "120",
+        "--seed",
+        "4",
+    ]);
+    let v = verdicts(&results);
+    assert_eq!(code, Some(0), "{v:#?}");
+    let history = std::fs::read_to_string(store.path().join("latest/history.jsonl")).unwrap();
+    let last_ns = history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["time"].as_u64())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        last_ns < 110_000_000_000,
+        "the run ended on --steps, before the 120 s limit (last op at {} s)",
+        last_ns / 1_000_000_000
+    );
+    for (name, valid, _, why) in &v {
+        assert_eq!(valid, &Value::Bool(true), "{name}: {why}");
+    }
+    let spec: Value =
+        serde_json::from_slice(&std::fs::read(store.path().join("latest/test.json")).unwrap())
+            .unwrap();
+    assert_eq!(spec["steps"], 40, "the spec keeps --steps");
+}

@@ -31,6 +31,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         concurrency: 6,
         rate: 150.0,
         time_limit_s: 6.0,
+        steps: None,
         op_timeout_ms: 1000,
         seed: 5,
         bugs: Vec::new(),
