@@ -138,3 +138,76 @@ fn read_committed_mode_never_shows_what_read_committed_forbids() {
     assert_eq!(code, Some(0), "{results:#}");
     assert!(ok_txns(store.path()) > 50, "too few committed transactions");
 }
+
+/// Money the bank lost or made: the bank checker's verdict must be invalid with
+/// `wrong-total` among its anomalies.
+fn assert_wrong_total(code: Option<i32>, results: &Value) {
+    assert_eq!(code, Some(1), "{results:#}");
+    let bank = support::checker(results, "bank");
+    assert_eq!(bank["valid"], false, "{bank:#}");
+    assert!(
+        strings(&bank["anomaly_types"]).contains(&"wrong-total".to_string()),
+        "{bank:#}"
+    );
+}
+
+/// Runs the bank for 8 s on 3 nodes (`bugs` enabled) under a fixed fault plan slowing
+/// every link by 30 ms (±5) from 1 s to 6 s into the run: a vote and its decision then take
+/// longer than n1's in-doubt timeout, not the others'. A fixed plan, so the slow links are
+/// there whatever the seed.
+fn bank_under_slow_links(bugs: &[&str]) -> (Option<i32>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("slow.json");
+    std::fs::write(
+        &plan,
+        r#"[{"at_ms": 1000, "for_ms": 5000, "f": "slow", "nodes": ["n1", "n2", "n3"],
+            "delay_ms": 30, "jitter_ms": 5}]"#,
+    )
+    .unwrap();
+    let plan = plan.display().to_string();
+    let mut args = vec!["--workload", "bank", "--nemesis-plan", &plan];
+    args.extend(["--time-limit", "8", "--seed", "2"]);
+    for bug in bugs {
+        args.extend(["--bug", bug]);
+    }
+    let (code, results, _store) = run_txn(&args);
+    (code, results)
+}
+
+/// `early-lock-release` (README, Bugs): a participant frees an account at its yes vote and
+/// the next writer adds to the balance from before the first commit — a lost update. The
+/// bank's hot account makes transfers queue behind each other at once, so a short run
+/// without faults shows it at any machine speed.
+#[test]
+fn early_lock_release_loses_a_transfer_on_the_hot_account() {
+    let (code, results, _store) = run_txn(&[
+        "--workload",
+        "bank",
+        "--bug",
+        "early-lock-release",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "8",
+        "--seed",
+        "3",
+    ]);
+    assert_wrong_total(code, &results);
+}
+
+/// `unilateral-abort` (README, Bugs): n1 gives up on the decision before a slow link
+/// delivers it while the other participant waits, and the transfer commits at one account
+/// only.
+#[test]
+fn unilateral_abort_on_a_slow_decision_path_splits_a_transfer() {
+    let (code, results) = bank_under_slow_links(&["unilateral-abort"]);
+    assert_wrong_total(code, &results);
+}
+
+/// The same slow links leave the correct mode's bank whole: a participant that hears no
+/// decision asks and waits, it does not decide alone.
+#[test]
+fn correct_participants_wait_out_a_slow_decision_path() {
+    let (code, results) = bank_under_slow_links(&[]);
+    assert_eq!(code, Some(0), "{results:#}");
+}

@@ -13,7 +13,7 @@ use super::{
     bundled_node_args, every_node_ready, post_json, request_timeout_args, BoxFuture, BugInfo,
     Client, Completion, Invocation, Posted, Target, TargetOptions,
 };
-use crate::workload::bank::BANK_ACCOUNTS;
+use crate::workload::bank::{BANK_ACCOUNTS, BANK_HOT_ACCOUNT};
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
 use std::net::SocketAddr;
@@ -22,8 +22,32 @@ use std::time::{Duration, Instant};
 /// The bundled 2PC database over strict two-phase locking.
 pub struct TxnTarget;
 
-/// How long a prepared participant waits for the decision before it asks (milliseconds).
-const IN_DOUBT_TIMEOUT_MS: u64 = 100;
+/// How long a prepared participant on node n1 waits for the decision before it asks
+/// (milliseconds). Below the shortest decision path a `slow` fault can make (vote and
+/// decision each delayed by its smallest delay, 20 ms less a quarter of jitter).
+const HASTY_IN_DOUBT_TIMEOUT_MS: u64 = 25;
+/// The same for every other node, at least: they wait the decision out (see
+/// [`in_doubt_timeout_ms`]).
+const PATIENT_IN_DOUBT_TIMEOUT_MS: u64 = 2_000;
+
+/// Every participant of a transaction waits the same time for the decision (from its own
+/// prepare to the commit, whose delays on its link cancel out), so with one timeout
+/// everywhere a slow link makes all of them give up or none — and `unilateral-abort`
+/// shows only when noise puts that time near the timeout, which is luck. n1 (the owner of
+/// the bank's hot account, key 0) gives up after 25 ms and the others wait: any slow link
+/// on the decision path of a transaction that spans n1 and another node then splits it.
+/// A correct participant only asks its coordinator when the timeout passes.
+///
+/// The others wait twice the client's op timeout, longer than any decision the
+/// coordinator still makes (it decides within its request timeout, shorter than that).
+fn in_doubt_timeout_ms(i: usize, op_timeout: Duration) -> u64 {
+    if i == 0 {
+        HASTY_IN_DOUBT_TIMEOUT_MS
+    } else {
+        let twice = u64::try_from(op_timeout.as_millis().saturating_mul(2)).unwrap_or(u64::MAX);
+        twice.max(PATIENT_IN_DOUBT_TIMEOUT_MS)
+    }
+}
 
 const BUGS: &[BugInfo] = &[
     BugInfo {
@@ -36,7 +60,7 @@ const BUGS: &[BugInfo] = &[
     },
     BugInfo {
         name: "unilateral-abort",
-        description: "a prepared participant that hears no decision in time aborts on its own while the coordinator commits; partial commits (fault: partition, pause)",
+        description: "a prepared participant that hears no decision in time aborts on its own while the coordinator commits; partial commits (fault: slow; partition, pause)",
     },
     BugInfo {
         name: "no-prepare-fsync",
@@ -85,11 +109,8 @@ impl Target for TxnTarget {
             args.push("--isolation".into());
             args.push(mode.clone());
         }
-        // A prepared participant starts asking its coordinator after 100 ms (a correct
-        // one keeps waiting; the unilateral-abort bug gives up then), so a slow link or a
-        // short pause is enough to expose that bug.
         args.push("--in-doubt-timeout-ms".into());
-        args.push(IN_DOUBT_TIMEOUT_MS.to_string());
+        args.push(in_doubt_timeout_ms(i, opts.op_timeout).to_string());
         // The coordinator decides (abort) before the client gives up, so most
         // transactions end ok or fail rather than info.
         args.extend(request_timeout_args(opts.op_timeout, 200));
@@ -145,17 +166,37 @@ fn micro_ops(op: &Invocation) -> Result<Value, String> {
                 op.value["amount"].as_i64(),
             );
             match amount {
+                // Every bank transaction locks its accounts in one order, the hot account
+                // last (as reads do): two transactions never wait for each other in a
+                // cycle, so contention queues transfers instead of deadlocking them.
                 Some(a) if !from.is_null() && !to.is_null() => {
-                    Ok(json!([["add", from, -a], ["add", to, a]]))
+                    let (from_op, to_op) = (json!(["add", from, -a]), json!(["add", to, a]));
+                    if lock_order(from) <= lock_order(to) {
+                        Ok(json!([from_op, to_op]))
+                    } else {
+                        Ok(json!([to_op, from_op]))
+                    }
                 }
                 _ => Err(format!("transfer needs from, to and amount: {}", op.value)),
             }
         }
-        "read" => Ok(Value::Array(
-            (0..BANK_ACCOUNTS).map(|k| json!(["r", k, null])).collect(),
-        )),
+        // The hot account last: a read walks the accounts one owner at a time and holds
+        // each shared lock to its commit, so the account every transfer wants is held
+        // only from the read's last step, not through a slow link to every other owner.
+        "read" => {
+            let mut accounts: Vec<Value> = (0..BANK_ACCOUNTS).map(Value::from).collect();
+            accounts.sort_by_key(lock_order);
+            Ok(accounts.iter().map(|k| json!(["r", k, null])).collect())
+        }
         other => Err(format!("the txn target cannot perform {other:?}")),
     }
+}
+
+/// Where a bank account comes in the one order every bank transaction locks in: by
+/// number, the hot account last.
+fn lock_order(account: &Value) -> (bool, u64) {
+    let k = account.as_u64().unwrap_or(u64::MAX);
+    (k == BANK_HOT_ACCOUNT, k)
 }
 
 /// The recorded value of an ok op, from the completed micro-ops.
@@ -289,10 +330,39 @@ mod tests {
     fn transfers_become_two_adds_and_reads_cover_every_account() {
         let t = micro_ops(&inv("transfer", json!({"from": 1, "to": 3, "amount": 4}))).unwrap();
         assert_eq!(t, json!([["add", 1, -4], ["add", 3, 4]]));
+        let t = micro_ops(&inv(
+            "transfer",
+            json!({"from": BANK_HOT_ACCOUNT, "to": 2, "amount": 1}),
+        ));
+        assert_eq!(
+            t.unwrap(),
+            json!([["add", 2, 1], ["add", BANK_HOT_ACCOUNT, -1]])
+        );
         let r = micro_ops(&inv("read", Value::Null)).unwrap();
-        assert_eq!(r.as_array().unwrap().len() as u64, BANK_ACCOUNTS);
+        let mut keys: Vec<u64> = r
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m[1].as_u64().unwrap())
+            .collect();
+        assert_eq!(keys.last(), Some(&BANK_HOT_ACCOUNT));
+        keys.sort_unstable();
+        assert_eq!(keys, (0..BANK_ACCOUNTS).collect::<Vec<_>>());
         assert!(micro_ops(&inv("transfer", json!({"from": 1}))).is_err());
         assert!(micro_ops(&inv("cas", json!([1, 2]))).is_err());
+    }
+
+    #[test]
+    fn only_n1_gives_up_on_a_decision_sooner_than_a_slow_link_delivers_it() {
+        let op_timeout = Duration::from_millis(1000);
+        assert_eq!(
+            in_doubt_timeout_ms(0, op_timeout),
+            HASTY_IN_DOUBT_TIMEOUT_MS
+        );
+        for i in 1..5 {
+            assert_eq!(in_doubt_timeout_ms(i, op_timeout), 2_000);
+        }
+        assert_eq!(in_doubt_timeout_ms(3, Duration::from_secs(5)), 10_000);
     }
 
     #[test]

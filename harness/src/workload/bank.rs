@@ -1,6 +1,12 @@
 //! `bank`: transfers between a fixed set of accounts and reads of every balance, checked
 //! by the bank checker (every read sums to the total; no negative balance). The accounts
 //! are keys `0..BANK_ACCOUNTS`, each given `BANK_INITIAL` by one setup transaction.
+//!
+//! Transfers collide on purpose: most of them move money into or out of one hot account,
+//! so two transfers in flight at once almost always want the same lock. Bugs that need
+//! two writers of one account at the same moment (a lock released early, a participant
+//! deciding alone) then show on an idle machine as well as a loaded one, where the
+//! contention would otherwise come only from slow, overlapping requests.
 
 use super::{OpGenerator, Workload, WorkloadOptions};
 use crate::check::CheckOptions;
@@ -16,6 +22,11 @@ pub const BANK_ACCOUNTS: u64 = 8;
 pub const BANK_INITIAL: i64 = 10;
 /// Largest amount moved by one transfer.
 const MAX_TRANSFER: i64 = 5;
+/// The account most transfers touch (its owner node is a participant of most transfers
+/// as well).
+pub const BANK_HOT_ACCOUNT: u64 = 0;
+/// Share of transfers that touch [`BANK_HOT_ACCOUNT`]; the rest pick two accounts uniformly.
+const HOT_SHARE: f64 = 0.75;
 
 /// Transfers and whole-bank reads.
 pub struct BankWorkload;
@@ -25,7 +36,7 @@ impl Workload for BankWorkload {
         "bank"
     }
     fn description(&self) -> &'static str {
-        "transfers between 8 accounts and reads of all balances; totals must be conserved, no balance negative"
+        "transfers between 8 accounts (most into or out of one hot account) and reads of all balances; totals must be conserved, no balance negative"
     }
     fn generator(&self, _opts: WorkloadOptions) -> Box<dyn OpGenerator> {
         Box::new(BankGenerator)
@@ -46,8 +57,21 @@ impl OpGenerator for BankGenerator {
                 value: Value::Null,
             };
         }
-        let from = rng.gen_range(0..BANK_ACCOUNTS);
-        let to = (from + rng.gen_range(1..BANK_ACCOUNTS)) % BANK_ACCOUNTS;
+        let (from, to) = if rng.gen_bool(HOT_SHARE) {
+            let other = (BANK_HOT_ACCOUNT + rng.gen_range(1..BANK_ACCOUNTS)) % BANK_ACCOUNTS;
+            // Both directions, so the hot balance wanders rather than drains.
+            if rng.gen_bool(0.5) {
+                (BANK_HOT_ACCOUNT, other)
+            } else {
+                (other, BANK_HOT_ACCOUNT)
+            }
+        } else {
+            let from = rng.gen_range(0..BANK_ACCOUNTS);
+            (
+                from,
+                (from + rng.gen_range(1..BANK_ACCOUNTS)) % BANK_ACCOUNTS,
+            )
+        };
         Invocation {
             f: "transfer".into(),
             key: None,
@@ -76,7 +100,8 @@ mod tests {
     fn transfers_move_money_between_distinct_accounts() {
         let mut g = BankGenerator;
         let mut rng = ChaCha8Rng::seed_from_u64(9);
-        let mut transfers = 0;
+        let (mut transfers, mut hot, mut cold) = (0, 0, 0);
+        let mut hot_from = 0;
         for _ in 0..500 {
             let inv = g.next_op(&mut rng);
             if inv.f == "transfer" {
@@ -85,11 +110,24 @@ mod tests {
                 assert_ne!(from, to);
                 assert!(from.unwrap() < BANK_ACCOUNTS && to.unwrap() < BANK_ACCOUNTS);
                 assert!((1..=MAX_TRANSFER).contains(&inv.value["amount"].as_i64().unwrap()));
+                if from == Some(BANK_HOT_ACCOUNT) || to == Some(BANK_HOT_ACCOUNT) {
+                    hot += 1;
+                    hot_from += usize::from(from == Some(BANK_HOT_ACCOUNT));
+                } else {
+                    cold += 1;
+                }
             } else {
                 assert_eq!(inv.f, "read");
             }
         }
         assert!(transfers > 100);
+        // Most transfers collide on the hot account, in both directions; some do not.
+        assert!(
+            hot > transfers * 2 / 3,
+            "{hot} of {transfers} touch the hot account"
+        );
+        assert!(cold > 0);
+        assert!(hot_from > hot / 4 && hot_from < hot * 3 / 4);
         assert_eq!(
             g.setup_ops()[0].value.as_array().unwrap().len() as u64,
             BANK_ACCOUNTS
