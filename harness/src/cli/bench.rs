@@ -8,8 +8,9 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// `controller`, `linearizable`, `elle`, `set` (set checkers on a 1M-op history) or
-    /// `converge` (Bayou convergence time after a heal).
+    /// `controller`, `linearizable`, `elle`, `set` (set checkers on a 1M-op history),
+    /// `converge` (Bayou convergence time after a heal) or `tail` (KV read policies'
+    /// tail latency under slow-server faults).
     what: String,
     /// Client processes (controller bench).
     #[arg(long, default_value_t = 64)]
@@ -23,6 +24,9 @@ pub(crate) struct BenchArgs {
     /// Writes pending when the partition heals (converge bench).
     #[arg(long, default_value_t = 10_000)]
     writes: usize,
+    /// Seconds per cell (tail bench).
+    #[arg(long, default_value_t = 10.0)]
+    cell_seconds: f64,
 }
 
 pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
@@ -80,10 +84,26 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             print!("{}", table?);
             Ok(0)
         }
+        "tail" => tail(a.cell_seconds),
         other => bail!(usage(format!(
-            "unknown benchmark {other:?}: controller, linearizable, elle, set or converge"
+            "unknown benchmark {other:?}: controller, linearizable, elle, set, converge or tail"
         ))),
     }
+}
+
+/// `bench tail`: read policies of the KV store under slow-server faults (Markdown).
+fn tail(cell_seconds: f64) -> anyhow::Result<u8> {
+    let dir = tempfile_dir()?;
+    let opts = splitbrain::bench_tail::TailOptions {
+        cell_s: cell_seconds,
+        store: splitbrain::bench_tail::scratch_store(&dir),
+        seed: 1,
+        hedge_floor_ms: 2,
+    };
+    let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
+    let _ = std::fs::remove_dir_all(&dir);
+    print!("{}", report?);
+    Ok(0)
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

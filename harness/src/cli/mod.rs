@@ -9,7 +9,9 @@ mod check;
 mod compare;
 mod flags;
 mod list;
+mod report;
 mod serve;
+mod suite;
 mod test;
 
 use anyhow::Context;
@@ -64,6 +66,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Benchmarks: `controller`, `linearizable`, `elle`.
     Bench(bench::BenchArgs),
+    /// Run a suite (a verification matrix: built-in `quick`, `full`, or a TOML file) and
+    /// judge every cell against its expected verdict.
+    Suite(suite::SuiteArgs),
+    /// Re-render a run directory's report.html from its history, results and test.json.
+    Report(report::ReportArgs),
 }
 
 /// Runs the parsed command and returns the exit code.
@@ -78,6 +85,8 @@ pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
         Command::Compare(a) => compare::cmd_compare(a),
         Command::Serve(a) => serve::cmd_serve(a),
         Command::Bench(a) => bench::cmd_bench(a),
+        Command::Suite(a) => suite::cmd_suite(a),
+        Command::Report(a) => report::cmd_report(a),
     }
 }
 

@@ -40,6 +40,10 @@ pub(crate) struct TestArgs {
     /// Seconds of the main phase.
     #[arg(long, default_value_t = 20.0)]
     time_limit: f64,
+    /// Train workload (ddp): end once every live rank has committed N steps (or at
+    /// --time-limit, whichever comes first).
+    #[arg(long)]
+    steps: Option<u64>,
     /// Client op timeout in milliseconds; a timed-out op is `info`.
     #[arg(long, default_value_t = 1000)]
     op_timeout_ms: u64,
@@ -56,8 +60,9 @@ pub(crate) struct TestArgs {
     /// serializable or read-committed).
     #[arg(long)]
     read_mode: Option<String>,
-    /// Hedged reads: milliseconds before the second request.
-    #[arg(long, default_value_t = 20)]
+    /// Hedged reads: the shortest delay before the second request, in ms (the delay is
+    /// the client's running p95 read latency, never below this).
+    #[arg(long, default_value_t = 2)]
     hedge_delay_ms: u64,
     /// Keys in use at once.
     #[arg(long, default_value_t = 8)]
@@ -84,7 +89,33 @@ pub(crate) struct TestArgs {
     check: CheckFlags,
 }
 
+/// A test resolved from its flags, ready to run (shared by `test` and `suite`).
+pub(crate) struct PreparedTest {
+    pub(crate) spec: TestSpec,
+    target: std::sync::Arc<dyn splitbrain::target::Target>,
+    workload: Box<dyn splitbrain::workload::Workload>,
+    check: splitbrain::check::CheckOptions,
+}
+
 pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
+    let prepared = prepare_test(&a)?;
+    let show = !a.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let outcome = run_prepared(&prepared, show, &CancellationToken::new())?;
+    let s = &outcome.summary;
+    if a.format == "json" {
+        println!("{}", serde_json::to_string_pretty(s)?);
+    } else {
+        println!("{}", summary_table(s));
+        println!("report: {}", outcome.run_dir.report().display());
+    }
+    if s.incomplete.is_some() {
+        return Ok(EXIT_COULD_NOT_RUN);
+    }
+    Ok(verdict_code(s.valid))
+}
+
+/// Validates the flags and resolves the test; errors are usage errors.
+pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     let Some(target) = splitbrain::target::by_name(&a.target) else {
         return Err(usage(format!(
             "unknown target {:?}; `splitbrain list` shows them",
@@ -161,6 +192,7 @@ pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
         concurrency: a.concurrency,
         rate: a.rate,
         time_limit_s: a.time_limit,
+        steps: a.steps,
         op_timeout_ms: a.op_timeout_ms,
         seed,
         bugs: a.bugs.clone(),
@@ -176,9 +208,22 @@ pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
         target_bin: a.target_bin.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
+    Ok(PreparedTest {
+        spec,
+        target,
+        workload,
+        check,
+    })
+}
+
+/// Runs a prepared test; Ctrl-C (or `cancel`) stops its clients, heals and tears down.
+pub(crate) fn run_prepared(
+    p: &PreparedTest,
+    show: bool,
+    cancel: &CancellationToken,
+) -> anyhow::Result<splitbrain::controller::RunOutcome> {
     let rt = runtime()?;
     let outcome = rt.block_on(async {
-        let cancel = CancellationToken::new();
         let c = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
@@ -186,19 +231,17 @@ pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
                 c.cancel();
             }
         });
-        let show = !a.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
-        run_test(&spec, target, workload.as_ref(), &check, cancel, show).await
+        let (spec, target) = (&p.spec, p.target.clone());
+        run_test(
+            spec,
+            target,
+            p.workload.as_ref(),
+            &p.check,
+            cancel.clone(),
+            show,
+        )
+        .await
     })?;
     rt.shutdown_timeout(Duration::from_secs(2));
-    let s = &outcome.summary;
-    if a.format == "json" {
-        println!("{}", serde_json::to_string_pretty(s)?);
-    } else {
-        println!("{}", summary_table(s));
-        println!("report: {}", outcome.run_dir.report().display());
-    }
-    if s.incomplete.is_some() {
-        return Ok(EXIT_COULD_NOT_RUN);
-    }
-    Ok(verdict_code(s.valid))
+    Ok(outcome)
 }

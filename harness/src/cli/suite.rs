@@ -1,0 +1,278 @@
+//! `splitbrain suite`: run a declared verification matrix (a suite file or a built-in
+//! suite), judge every cell against its expectation and print the detection table.
+//!
+//! Exit codes: 0 every cell met its expectation; 1 some cell did not (failing cells first);
+//! 2 a bad suite file or option; 4 the harness could not run (every failing cell failed
+//! only because its runs could not run, or the suite was interrupted).
+
+use super::test::{prepare_test, run_prepared, PreparedTest, TestArgs};
+use super::{usage, EXIT_COULD_NOT_RUN};
+use anyhow::Context;
+use clap::{Args, Parser};
+use splitbrain::suite::{
+    evidence_points, history_times, judge_run, junit_xml, markdown, parse_suite, terminal_table,
+    time_to_detect, Cell, CellReport, RunReport, Suite, SuiteReport, BUILT_IN,
+};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub(crate) struct SuiteArgs {
+    /// A built-in suite (`quick`, `full`) or a suite file (TOML).
+    suite: String,
+    /// Run every cell with these seeds instead of the suite's (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    seeds: Option<Vec<u64>>,
+    /// Run only this cell (its name), or every cell of a target (`kv/`); repeatable.
+    #[arg(long)]
+    only: Vec<String>,
+    /// Seconds of every run's main phase, instead of each cell's `time_limit`.
+    #[arg(long)]
+    time_limit: Option<f64>,
+    /// Write the detection table as Markdown to this file (it is also appended to
+    /// `$GITHUB_STEP_SUMMARY` when that is set).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Write JUnit XML (one test case per cell) to this file.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the full results (every run) as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Run store directory (each run is stored as `splitbrain test` stores it).
+    #[arg(long, default_value = "store")]
+    store: PathBuf,
+    /// Print the suite file and exit.
+    #[arg(long)]
+    print: bool,
+}
+
+/// Parses one cell's `splitbrain test` arguments with the `test` command's own flags.
+#[derive(Parser, Debug)]
+#[command(name = "splitbrain test", no_binary_name = true)]
+struct CellArgs {
+    #[command(flatten)]
+    test: TestArgs,
+}
+
+pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
+    let (text, origin, default_name) = load(&a.suite)?;
+    if a.print {
+        print!("{text}");
+        return Ok(0);
+    }
+    let mut suite = parse_suite(&text, &origin, &default_name).map_err(|e| usage(e.to_string()))?;
+    if let Some(seeds) = &a.seeds {
+        if seeds.is_empty() {
+            return Err(usage("--seeds needs at least one seed"));
+        }
+        for c in &mut suite.cells {
+            c.seeds = seeds.clone();
+        }
+    }
+    if !a.only.is_empty() {
+        suite
+            .cells
+            .retain(|c| a.only.iter().any(|o| selected(&c.name, o)));
+        if suite.cells.is_empty() {
+            return Err(usage(format!(
+                "no cell of {origin} matches --only {:?}",
+                a.only
+            )));
+        }
+    }
+    if let Some(t) = a.time_limit {
+        for c in &mut suite.cells {
+            c.options.time_limit = Some(t);
+        }
+    }
+    let store = a.store.to_string_lossy().into_owned();
+    // Every cell is checked before anything runs, so a typo in the last cell does not
+    // surface after an hour of runs.
+    for c in &suite.cells {
+        prepare(&suite, c, c.seeds[0], &store)?;
+    }
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let total = suite.cells.len();
+    let mut cells = Vec::new();
+    for (i, cell) in suite.cells.iter().enumerate() {
+        let mut runs = Vec::new();
+        for &seed in &cell.seeds {
+            if cancel.is_cancelled() {
+                break;
+            }
+            runs.push(run_one(&suite, cell, seed, &store, &cancel)?);
+        }
+        let report = CellReport::new(cell, runs);
+        eprintln!("{}", progress_line(i + 1, total, &report));
+        cells.push(report);
+        if cancel.is_cancelled() {
+            eprintln!(
+                "splitbrain: suite interrupted after {} of {total} cells",
+                i + 1
+            );
+            break;
+        }
+    }
+    let report = SuiteReport::new(
+        &suite,
+        cells,
+        started.elapsed().as_secs_f64(),
+        load_average(),
+    );
+    println!("{}", terminal_table(&report));
+    write_outputs(&a, &report)?;
+    Ok(if cancel.is_cancelled() {
+        EXIT_COULD_NOT_RUN
+    } else if report.passed {
+        0
+    } else if report.cells.iter().any(|c| c.failed_on_verdict()) {
+        1
+    } else {
+        EXIT_COULD_NOT_RUN
+    })
+}
+
+/// `--only`: the cell's name, a target prefix such as `kv/`, or a matrix cell's base name.
+fn selected(name: &str, only: &str) -> bool {
+    name == only
+        || (only.ends_with('/') && name.starts_with(only))
+        || name
+            .strip_prefix(only)
+            .is_some_and(|rest| rest.starts_with(" ["))
+}
+
+/// The suite's text, where it came from, and its default name.
+fn load(name: &str) -> anyhow::Result<(String, String, String)> {
+    if let Some((n, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
+        return Ok((
+            text.to_string(),
+            format!("built-in suite {n}"),
+            n.to_string(),
+        ));
+    }
+    let path = Path::new(name);
+    if !path.exists() {
+        let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+        return Err(usage(format!(
+            "{name:?} is neither a built-in suite ({}) nor a file",
+            names.join(", ")
+        )));
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {name}"))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_string());
+    Ok((text, name.to_string(), stem))
+}
+
+/// One run of a cell, resolved as `splitbrain test` resolves its flags; any problem is a
+/// usage error naming the suite file's line and the cell.
+fn prepare(suite: &Suite, cell: &Cell, seed: u64, store: &str) -> anyhow::Result<PreparedTest> {
+    let at = format!("{}:{}: cell {:?}", suite.origin, cell.line, cell.name);
+    let args = CellArgs::try_parse_from(cell.test_args(seed, store)).map_err(|e| {
+        let text = e.render().to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        usage(format!("{at}: {first}"))
+    })?;
+    prepare_test(&args.test).map_err(|e| usage(format!("{at}: {e:#}")))
+}
+
+fn run_one(
+    suite: &Suite,
+    cell: &Cell,
+    seed: u64,
+    store: &str,
+    cancel: &CancellationToken,
+) -> anyhow::Result<RunReport> {
+    let prepared = prepare(suite, cell, seed, store)?;
+    let started = Instant::now();
+    let outcome = run_prepared(&prepared, false, cancel);
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(match outcome {
+        Err(e) => RunReport {
+            seed,
+            judgement: judge_run(&cell.expect, Err(&format!("{e:#}"))),
+            time_to_detect_s: None,
+            run_dir: None,
+            wall_s,
+        },
+        Ok(o) => {
+            let judgement = judge_run(&cell.expect, Ok(&o.summary));
+            let points = evidence_points(&o.summary);
+            let wanted: BTreeSet<u64> = points.iter().filter_map(|p| p.index).collect();
+            // Without the history, times carried by the evidence itself still count.
+            let times = history_times(&o.run_dir.history(), &wanted).unwrap_or_default();
+            RunReport {
+                seed,
+                judgement,
+                time_to_detect_s: time_to_detect(&points, &times).map(|ns| ns as f64 / 1e9),
+                run_dir: Some(o.run_dir.path.display().to_string()),
+                wall_s,
+            }
+        }
+    })
+}
+
+/// `[3/26] kv/stale-read: seed 1: INVALID linearizable -> ok 14 s`.
+fn progress_line(i: usize, n: usize, c: &CellReport) -> String {
+    let runs: Vec<String> = c.runs.iter().map(|r| r.verdict_line()).collect();
+    let wall: f64 = c.runs.iter().map(|r| r.wall_s).sum();
+    format!(
+        "splitbrain suite [{i}/{n}] {}: {} -> {} {:.0} s{}",
+        c.name,
+        runs.join(", "),
+        if c.passed { "ok" } else { "FAIL" },
+        wall,
+        if c.passed {
+            String::new()
+        } else {
+            format!(" ({})", c.reason)
+        }
+    )
+}
+
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+fn write_outputs(a: &SuiteArgs, report: &SuiteReport) -> anyhow::Result<()> {
+    let md = markdown(report);
+    if let Some(path) = &a.markdown {
+        std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| {
+                format!("opening $GITHUB_STEP_SUMMARY ({})", path.to_string_lossy())
+            })?;
+        writeln!(f, "{md}").context("appending to $GITHUB_STEP_SUMMARY")?;
+    }
+    if let Some(path) = &a.junit {
+        let xml = junit_xml(report).context("rendering JUnit XML")?;
+        std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.json {
+        std::fs::write(path, report.json())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+use super::*;
+
+const GOOD: &str = r#"
+name = "demo"
+seeds = [1, 2]
+
+[defaults]
+time_limit = 5
+nemesis = "none"
+
+[[cell]]
+target = "kv"
+expect = "valid"
+
+[[cell]]
+name = "kv/stale"
+target = "kv"
+bugs = ["stale-read"]
+nemesis = "partition"
+expect = "invalid"
+checkers = ["linearizable"]
+min_detect = "2/3"
+seeds = [7]
+
+[[cell]]
+target = "txn"
+workload = "list-append"
+expect = "valid"
+extra = ["--active-keys", "4"]
+matrix = { nodes = [3, 5], read_mode = ["serializable"] }
+"#;
+
+#[test]
+fn parses_cells_with_defaults_overrides_and_seeds() {
+    let s = parse_suite(GOOD, "demo.toml", "fallback").unwrap();
+    assert_eq!(s.name, "demo");
+    let names: Vec<&str> = s.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "kv/correct",
+            "kv/stale",
+            "txn/correct [nodes=3,read_mode=serializable]",
+            "txn/correct [nodes=5,read_mode=serializable]"
+        ]
+    );
+    let correct = &s.cells[0];
+    assert_eq!(
+        correct.seeds,
+        [1, 2],
+        "suite seeds apply where a cell sets none"
+    );
+    assert_eq!(correct.options.time_limit, Some(5.0), "defaults apply");
+    assert_eq!(correct.options.nemesis.as_deref(), Some("none"));
+    assert_eq!(correct.line, 9, "the line of the cell's [[cell]] header");
+    let stale = &s.cells[1];
+    assert_eq!(stale.seeds, [7]);
+    assert_eq!(
+        stale.options.nemesis.as_deref(),
+        Some("partition"),
+        "a cell overrides defaults"
+    );
+    assert_eq!(stale.expect.verdict, ExpectedVerdict::Invalid);
+    assert_eq!(stale.expect.checkers, ["linearizable"]);
+    assert_eq!(
+        stale.expect.min_detect,
+        Some(MinDetect { detected: 2, of: 3 })
+    );
+    assert_eq!(s.cells[2].options.nodes, Some(3));
+    assert_eq!(s.cells[3].options.nodes, Some(5));
+    assert_eq!(
+        s.cells[3].options.read_mode.as_deref(),
+        Some("serializable")
+    );
+    assert_eq!(s.cells[3].line, 23, "matrix cells keep their table's line");
+}
+
+#[test]
+fn expands_a_cell_into_test_arguments() {
+    let s = parse_suite(GOOD, "demo.toml", "x").unwrap();
+    let args = s.cells[1].test_args(7, "store/suite");
+    let want: Vec<String> = [
+        "--target",
+        "kv",
+        "--nemesis",
+        "partition",
+        "--time-limit",
+        "5",
+        "--bug",
+        "stale-read",
+        "--seed",
+        "7",
+        "--name",
+        "kv-stale",
+        "--store",
+        "store/suite",
+        "--no-progress",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(args, want);
+    let txn = s.cells[2].test_args(1, "s");
+    let flat = txn.join(" ");
+    assert!(
+        flat.starts_with("--target txn --workload list-append --read-mode serializable --nodes 3")
+    );
+    assert!(
+        flat.contains("--active-keys 4"),
+        "extra flags pass through: {flat}"
+    );
+    assert_eq!(
+        s.cells[2].store_name(),
+        "txn-correct-nodes-3-read_mode-serializable"
+    );
+}
+
+fn err(text: &str) -> String {
+    parse_suite(text, "bad.toml", "x").unwrap_err().to_string()
+}
+
+#[test]
+fn a_toml_syntax_error_names_file_and_line() {
+    let e = err("name = \"x\"\n[[cell]]\ntarget = kv\n");
+    assert!(e.starts_with("bad.toml: "), "{e}");
+    assert!(e.contains("line 3"), "{e}");
+}
+
+#[test]
+fn an_unknown_field_names_its_line_and_the_fields_expected() {
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\ntime_limt = 3\n");
+    assert!(e.contains("line 4"), "{e}");
+    assert!(e.contains("time_limt") && e.contains("time_limit"), "{e}");
+}
+
+#[test]
+fn a_bad_expectation_or_min_detect_names_its_line() {
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"broken\"\n");
+    assert!(e.contains("line 3") && e.contains("valid"), "{e}");
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"invalid\"\nmin_detect = \"3/2\"\n");
+    assert!(e.contains("line 4") && e.contains("min_detect"), "{e}");
+}
+
+#[test]
+fn a_cell_missing_target_or_expect_is_named_by_line() {
+    let e = err("seeds = [1]\n\n[[cell]]\nexpect = \"valid\"\n");
+    assert_eq!(
+        e,
+        "bad.toml:3: the cell names no `target` (kv, txn, bayou, ddp, ...)"
+    );
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\n\n[[cell]]\ntarget = \"kv\"\nbugs = [\"x\"]\n");
+    assert!(e.starts_with("bad.toml:5: ") && e.contains("expect"), "{e}");
+}
+
+#[test]
+fn contradictory_or_duplicate_cells_are_refused() {
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\nmin_detect = \"2/3\"\n");
+    assert!(
+        e.starts_with("bad.toml:1: ") && e.contains("min_detect"),
+        "{e}"
+    );
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\nanomalies = [\"G1c\"]\n");
+    assert!(e.contains("only to expect = \"invalid\""), "{e}");
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\n[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\n");
+    assert!(
+        e.starts_with("bad.toml:4: ") && e.contains("kv/correct"),
+        "{e}"
+    );
+    let e = err("[[cell]]\ntarget = \"kv\"\nexpect = \"valid\"\nmatrix = { nodes = [\"many\"] }\n");
+    assert!(e.starts_with("bad.toml:4: ") && e.contains("nodes"), "{e}");
+    assert!(err("name = \"empty\"\n").contains("no cells"));
+}
+
+#[test]
+fn the_built_in_suites_parse() {
+    for (name, text) in crate::suite::BUILT_IN {
+        let s = parse_suite(text, name, name).unwrap();
+        assert!(s.cells.len() >= 20, "{name}: {} cells", s.cells.len());
+        for t in ["kv", "txn", "bayou", "ddp"] {
+            assert!(
+                s.cells.iter().any(|c| c.options.target == t),
+                "{name} has no {t} cell"
+            );
+            assert!(
+                s.cells
+                    .iter()
+                    .any(|c| c.options.target == t && c.expect.verdict == ExpectedVerdict::Valid),
+                "{name} has no correct {t} cell"
+            );
+            // Every named bug of every bundled system must be hunted by both suites.
+            let target = crate::target::by_name(t).expect("bundled target");
+            for bug in target.bugs() {
+                assert!(
+                    s.cells.iter().any(|c| c.options.target == t
+                        && c.options.bugs.iter().any(|b| b == bug.name)
+                        && c.expect.verdict == ExpectedVerdict::Invalid),
+                    "{name} never expects {t}'s bug {} to be found",
+                    bug.name
+                );
+            }
+        }
+    }
+}
