@@ -111,6 +111,7 @@ pub enum NemesisError {
 pub const KNOWN_FAULTS: &[&str] = &[
     "none",
     "partition",
+    "partition-leader",
     "leader-churn",
     "kill",
     "kill-one",

@@ -29,7 +29,14 @@ pub(crate) const SHAPES: &[&str] = &[
 /// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
 const CLASSES: &[&[&str]] = &[
     &["kill", "kill-one", "pause", "strobe-pause"],
-    &["partition", "leader-churn", "slow", "loss", "slow-client"],
+    &[
+        "partition",
+        "partition-leader",
+        "leader-churn",
+        "slow",
+        "loss",
+        "slow-client",
+    ],
     &["clock"],
 ];
 
@@ -43,7 +50,7 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         .faults
         .iter()
         .map(String::as_str)
-        .filter(|k| !matches!(*k, "partition" | "leader-churn") || n >= 2)
+        .filter(|k| !matches!(*k, "partition" | "partition-leader" | "leader-churn") || n >= 2)
         .collect();
     if kinds.is_empty() || n == 0 || iv == 0 {
         return Vec::new();
@@ -72,7 +79,11 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         );
         timeline(&class_kinds, n, class_iv, duration_ms, &mut rng, &mut out);
     }
-    if kinds.contains(&"clock") && kinds.contains(&"partition") {
+    if kinds.contains(&"clock")
+        && kinds
+            .iter()
+            .any(|k| matches!(*k, "partition" | "partition-leader"))
+    {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_c10c_0a11_9e00);
         align_clock_faults(&mut out, &mut rng);
     }
@@ -167,6 +178,13 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             nodes: names(&pick(Target::One, n, rng)),
         },
         "partition" => partition(n, rng),
+        // Always the leader alone against the rest (who leads is resolved when it starts).
+        "partition-leader" => FaultAction::Partition {
+            shape: "isolate-leader".into(),
+            groups: Vec::new(),
+            blocked: Vec::new(),
+            mode: CutMode::Blackhole,
+        },
         // Who to cut off is decided while the fault runs, from who leads.
         "leader-churn" => FaultAction::Partition {
             shape: "leader-churn".into(),

@@ -282,3 +282,21 @@ fn kill_one_kills_a_single_node_at_a_time() {
         assert_eq!(victims.len(), 4, "every node is a victim at some point");
     }
 }
+
+/// `partition-leader` always plans the isolate-leader shape, resolved when it starts.
+#[test]
+fn partition_leader_always_isolates_the_leader() {
+    let p = plan("partition-leader", 7, 5);
+    assert!(p.len() > 50, "{} faults", p.len());
+    for f in &p {
+        let FaultAction::Partition { shape, groups, .. } = &f.action else {
+            panic!("partition-leader planned {f:?}");
+        };
+        assert_eq!(shape, "isolate-leader");
+        assert!(groups.is_empty(), "groups are resolved at run time");
+    }
+    assert!(
+        plan("partition-leader", 7, 1).is_empty(),
+        "one node cannot be cut off"
+    );
+}

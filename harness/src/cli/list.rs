@@ -31,6 +31,7 @@ pub(crate) fn list_text() -> String {
     out.push_str("nemeses (--nemesis, comma separated):\n");
     for (name, desc) in [
         ("partition", "network partitions through the proxy mesh (halves, isolate one, isolate the leader, majorities ring, bridge, one-way)"),
+        ("partition-leader", "cut the current leader off from every other node (the isolate-leader shape every time)"),
         ("leader-churn", "cut the leader off; each time another node takes over, cut that one off instead (three hand-overs per fault)"),
         ("kill", "kill -9 and restart nodes (one, a minority, a majority, all, the leader)"),
         ("kill-one", "kill -9 and restart one node at a time (a crash a majority survives)"),

@@ -24,7 +24,7 @@ pub struct KvTarget;
 const BUGS: &[BugInfo] = &[
     BugInfo {
         name: "stale-read",
-        description: "leader serves reads without confirming leadership; a partitioned old leader returns stale values (fault: partition)",
+        description: "leader serves reads without confirming leadership; a partitioned old leader returns stale values (fault: partition-leader, partition)",
     },
     BugInfo {
         name: "ack-before-commit",
@@ -36,7 +36,7 @@ const BUGS: &[BugInfo] = &[
     },
     BugInfo {
         name: "vote-without-log-check",
-        description: "grants votes regardless of log freshness; a stale node can win and erase committed entries (fault: partition, kill)",
+        description: "grants votes regardless of log freshness; a stale node can win and erase committed entries (fault: partition)",
     },
     BugInfo {
         name: "commit-old-term",
@@ -44,7 +44,7 @@ const BUGS: &[BugInfo] = &[
     },
     BugInfo {
         name: "lease-no-margin",
-        description: "lease reads with no allowance for clock drift; a leader whose clock jumps back after a partition cut it off keeps serving reads beside its successor (fault: partition,clock)",
+        description: "lease reads with no allowance for clock drift; a leader whose clock jumps back after a partition cut it off keeps serving reads beside its successor (fault: partition-leader,clock)",
     },
 ];
 
