@@ -1,9 +1,10 @@
 //! Each checker's section: its verdict and explanation, the evidence drawn (Elle's
 //! cycles as graphs, a linearizability counterexample as bars per process, bank totals
-//! over time), and the evidence ops as recorded.
+//! over time, a DDP run's per-rank step agreement), and the evidence ops as recorded.
 
 mod bank;
 mod cycle;
+mod ddp;
 mod linear;
 
 pub use cycle::{cycles, Cycle, CycleEdge};
@@ -25,6 +26,27 @@ fn drawn(r: &CheckResult, history: &History) -> Markup {
     if r.checker.starts_with("linearizable") && r.valid != Validity::Valid {
         if let Some(m) = linear::linear_section(&r.evidence, &r.details) {
             return m;
+        }
+    }
+    // Replica agreement is worth seeing valid too; the reference row only when it failed.
+    if r.checker == "ddp-replicas" || (r.checker == "ddp-reference" && r.valid == Validity::Invalid)
+    {
+        let reference = (r.checker == "ddp-reference").then_some(&r.details);
+        if let Some(grid) = ddp::step_grid(history, reference) {
+            let picture = match ddp::step_grid_svg(&grid) {
+                Ok(svg) => PreEscaped(svg),
+                Err(e) => html! { p.warn { (e.to_string()) } },
+            };
+            return html! {
+                figure.ddp {
+                    figcaption {
+                        "Per rank and committed step: green, the rank's parameter digest is the one most ranks reported; red, it is not"
+                        @if reference.is_some() { "; orange, some rank differs from the single-process replay" }
+                        " (" (grid.max_step) " steps)"
+                    }
+                    (picture)
+                }
+            };
         }
     }
     if r.checker == "bank" {
