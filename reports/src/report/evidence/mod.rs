@@ -1,10 +1,12 @@
 //! Each checker's section: its verdict and explanation, the evidence drawn (Elle's
 //! cycles as graphs, a linearizability counterexample as bars per process, bank totals
-//! over time, a DDP run's per-rank step agreement), and the evidence ops as recorded.
+//! over time, a DDP run's per-rank step agreement, per-replica divergence after the heal
+//! of a convergence workload), and the evidence ops as recorded.
 
 mod bank;
 mod cycle;
 mod ddp;
+mod divergence;
 mod linear;
 
 pub use cycle::{cycles, Cycle, CycleEdge};
@@ -43,6 +45,27 @@ fn drawn(r: &CheckResult, history: &History) -> Markup {
                         "Per rank and committed step: green, the rank's parameter digest is the one most ranks reported; red, it is not"
                         @if reference.is_some() { "; orange, some rank differs from the single-process replay" }
                         " (" (grid.max_step) " steps)"
+                    }
+                    (picture)
+                }
+            };
+        }
+    }
+    if r.checker == "convergence" {
+        let heal = r
+            .details
+            .pointer("/quiescence/index")
+            .and_then(serde_json::Value::as_u64);
+        if let Some((lines, keys)) = heal.and_then(|i| divergence::divergence(history, i)) {
+            let picture = match divergence::divergence_svg(&lines, keys) {
+                Ok(svg) => PreEscaped(svg),
+                Err(e) => html! { p.warn { (e.to_string()) } },
+            };
+            return html! {
+                figure.divergence {
+                    figcaption {
+                        "After the heal: per replica, how many of the " (keys)
+                        " keys it still shows differently from the state most replicas ended with (elements compared as sets)"
                     }
                     (picture)
                 }
