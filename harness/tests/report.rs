@@ -1,6 +1,7 @@
 //! report.html in a real browser: headless Chromium loads the report of a short KV run
 //! with faults and of invalid runs of each evidence kind (a linearizability
-//! counterexample, an Elle cycle, a wrong bank total), and any console message or
+//! counterexample, an Elle cycle, a wrong bank total, diverging DDP ranks, replicas that
+//! did not converge), and any console message or
 //! uncaught error fails the test. The timeline must finish unpacking its data
 //! (`data-ready`), so its script ran to the end. Skips, saying so, without `chromium`.
 //!
@@ -345,4 +346,139 @@ fn reports_of_invalid_runs_draw_their_evidence_without_errors() {
         &[("Sum of balances of every ok read", "bank totals drawn")],
     );
     assert_renders(&browser, &page, "invalid-bank.png");
+}
+
+/// Writes `ops` as a run directory's history, checks it with the library's own `checkers`
+/// (for checker families `splitbrain check` runs only inside a test: DDP, convergence),
+/// stores their results as a run does, and renders it with `splitbrain report`.
+fn reported_run(
+    dir: &Path,
+    name: &str,
+    ops: &[serde_json::Value],
+    checkers: &[Box<dyn splitbrain_checkers::Checker>],
+) -> PathBuf {
+    let run = dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    let text: String = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let mut o = o.clone();
+            o["index"] = json!(i);
+            format!("{o}\n")
+        })
+        .collect();
+    std::fs::write(run.join("history.jsonl"), text).unwrap();
+    let history =
+        splitbrain_checkers::history::read::read_path(&run.join("history.jsonl")).unwrap();
+    let results: Vec<_> = checkers.iter().map(|c| c.check(&history)).collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.valid == splitbrain_checkers::Validity::Invalid),
+        "{name} should be invalid: {results:#?}"
+    );
+    let summary = splitbrain_reports::RunSummary::new(
+        name.to_string(),
+        Some(run.display().to_string()),
+        results,
+        splitbrain_reports::history_stats(&history),
+        None,
+    );
+    std::fs::write(
+        run.join("results.json"),
+        serde_json::to_vec_pretty(&summary).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .arg("report")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "report: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    run.join("report.html")
+}
+
+#[test]
+fn ddp_and_convergence_evidence_is_drawn_without_errors() {
+    let browser = require_chromium!();
+    let dir = tempfile::tempdir().unwrap();
+
+    // DDP: two ranks; rank 1's parameters differ from step 3 on, the replay sides with rank 0.
+    let mut ops = Vec::new();
+    let mut reference = std::collections::BTreeMap::new();
+    let mut ms = 1;
+    for step in 1..=6u64 {
+        reference.insert(step, format!("{step:016x}"));
+        for rank in 0..2u64 {
+            let digest = if rank == 1 && step >= 3 {
+                format!("{:016x}", 1000 + step)
+            } else {
+                format!("{step:016x}")
+            };
+            let first = (step - 1) * 4 + rank * 2;
+            ops.push(ev(rank, "invoke", "step", json!(null), ms));
+            ops.push(ev(
+                rank,
+                "ok",
+                "step",
+                json!({"rank": rank, "world": 2, "members": [0, 1], "step": step, "epoch": 0,
+                       "offset": (step - 1) * 4, "gen": 0, "digest": digest,
+                       "loss": 1.0 / step as f64, "samples": [first, first + 1]}),
+                ms + 1,
+            ));
+            ms += 2;
+        }
+    }
+    let checkers = splitbrain_checkers::ddp::ddp_checkers(&splitbrain_checkers::ddp::DdpOptions {
+        dataset_size: None,
+        reference: Some(reference),
+    });
+    let page = reported_run(dir.path(), "ddp", &ops, &checkers);
+    assert_page_has(
+        &page,
+        &[
+            ("Per rank and committed step", "replica agreement drawn"),
+            ("single-process replay", "the reference row explained"),
+        ],
+    );
+    assert_renders(&browser, &page, "invalid-ddp.png");
+
+    // Convergence: two elements added; after the heal n3 never learns the second one.
+    let read = |p: u64, node: &str, v: serde_json::Value, ms: u64| {
+        [
+            json!({"process": p, "type": "invoke", "f": "read", "key": "k", "value": null,
+                   "time": ms * 1_000_000}),
+            json!({"process": p, "type": "ok", "f": "read", "key": "k", "value": v,
+                   "node": node, "time": (ms + 1) * 1_000_000}),
+        ]
+    };
+    let mut ops = vec![
+        json!({"process": 0, "type": "invoke", "f": "add", "key": "k", "value": 1, "time": 1_000_000}),
+        json!({"process": 0, "type": "ok", "f": "add", "key": "k", "value": 1, "node": "n1", "time": 2_000_000}),
+        json!({"process": 1, "type": "invoke", "f": "add", "key": "k", "value": 2, "time": 3_000_000}),
+        json!({"process": 1, "type": "ok", "f": "add", "key": "k", "value": 2, "node": "n2", "time": 4_000_000}),
+        json!({"process": "nemesis", "type": "info", "f": "heal", "value": {"healed": true}, "time": 5_000_000}),
+    ];
+    for (i, ms) in [10u64, 20, 30].into_iter().enumerate() {
+        let p = 100 + i as u64 * 3;
+        ops.extend(read(p, "n1", json!([1, 2]), ms));
+        ops.extend(read(p + 1, "n2", json!([2, 1]), ms + 2));
+        ops.extend(read(p + 2, "n3", json!([1]), ms + 4));
+    }
+    let checkers: Vec<Box<dyn splitbrain_checkers::Checker>> = vec![Box::new(
+        splitbrain_checkers::eventual::ConvergenceChecker::new(
+            splitbrain_checkers::eventual::EventualDataType::Set,
+        ),
+    )];
+    let page = reported_run(dir.path(), "converge", &ops, &checkers);
+    assert_page_has(
+        &page,
+        &[("After the heal: per replica", "divergence over time drawn")],
+    );
+    assert_renders(&browser, &page, "invalid-convergence.png");
 }
