@@ -42,7 +42,8 @@ struct Clock<'h> {
 impl Clock<'_> {
     fn new(history: &History) -> Clock<'_> {
         Clock {
-            times: history.ops().iter().any(|o| o.time != 0),
+            // From the op heads: a lazily read history is not materialized for this.
+            times: (0..history.len()).any(|p| history.op_time(p).is_some_and(|t| t != 0)),
             history,
         }
     }
@@ -91,7 +92,13 @@ pub(crate) fn explain_invalid<M: Model>(
     prog: &Progress<M::State>,
     parts: usize,
 ) -> CheckResult {
-    let pairs = history.pairs();
+    // Pairs one at a time: the whole history's values are never held for an explanation.
+    let pair = |i: usize| {
+        history
+            .pair(i)
+            .expect("a part's ops index the history's pairs")
+    };
+    let invoke_pos = |i: usize| history.pair_slots()[i].invoke_pos;
     let clock = Clock::new(history);
     let mut in_prefix = vec![false; part.ops.len()];
     for &i in &prog.best_prefix {
@@ -108,7 +115,8 @@ pub(crate) fn explain_invalid<M: Model>(
         return CheckResult::new("linearizable", Validity::Invalid, "not linearizable");
     };
     let stuck_op = &part.ops[stuck];
-    let sp = &pairs[stuck_op.pair];
+    let stuck_pair = pair(stuck_op.pair);
+    let sp = &*stuck_pair;
 
     // Replay the prefix to find the op that last changed the state.
     let mut state = model.init();
@@ -152,12 +160,12 @@ pub(crate) fn explain_invalid<M: Model>(
         state_json,
     );
     if let Some(s) = setter {
-        let w = &pairs[part.ops[s].pair];
+        let w = pair(part.ops[s].pair);
         text.push_str(&format!(
             ", set by {} (process {}), which completed at {}",
-            describe(w),
+            describe(&w),
             w.process,
-            clock.completed(w)
+            clock.completed(&w)
         ));
     }
     text.push('.');
@@ -166,12 +174,14 @@ pub(crate) fn explain_invalid<M: Model>(
             " No op of this object could have produced a state in which it takes effect.",
         );
     } else {
+        let setter_pair = setter.map(|s| pair(part.ops[s].pair));
         let listed: Vec<String> = enablers
             .iter()
             .take(3)
             .map(|&i| {
-                let e = &pairs[part.ops[i].pair];
-                let why = match setter.map(|s| &pairs[part.ops[s].pair]) {
+                let e = pair(part.ops[i].pair);
+                let e = &*e;
+                let why = match setter_pair.as_deref() {
                     Some(w) if e.precedes(w) => format!(
                         "was overwritten by {}, which completed at {}",
                         describe(w),
@@ -211,12 +221,12 @@ pub(crate) fn explain_invalid<M: Model>(
     chosen.dedup();
     let evidence: Vec<Value> = chosen
         .iter()
-        .map(|&i| op_json(history, &pairs[part.ops[i].pair]))
+        .map(|&i| op_json(history, &pair(part.ops[i].pair)))
         .collect();
     let prefix: Vec<u64> = prog
         .best_prefix
         .iter()
-        .map(|&i| history.op_index(pairs[part.ops[i as usize].pair].invoke_pos))
+        .map(|&i| history.op_index(invoke_pos(part.ops[i as usize].pair)))
         .collect();
     let tail = prefix.len().saturating_sub(MAX_LISTED);
 
@@ -250,7 +260,6 @@ pub(crate) fn explain_stopped<M: Model>(
     parts: usize,
     bounds: &CheckBounds,
 ) -> CheckResult {
-    let pairs = history.pairs();
     let describe_part = |(part, stop, prog): &StoppedPart<'_, M>| {
         let bound = match stop {
             Stop::Time => match bounds.time_limit {
@@ -289,7 +298,7 @@ pub(crate) fn explain_stopped<M: Model>(
     let prefix: Vec<u64> = prog
         .best_prefix
         .iter()
-        .map(|&i| history.op_index(pairs[part.ops[i as usize].pair].invoke_pos))
+        .map(|&i| history.op_index(history.pair_slots()[part.ops[i as usize].pair].invoke_pos))
         .collect();
     let tail = prefix.len().saturating_sub(MAX_LISTED);
     r.details = json!({
