@@ -197,9 +197,8 @@ fn report_of_a_kv_run_with_faults_loads_without_errors() {
     assert_renders(&browser, &page, "kv-faults.png");
 }
 
-/// Writes `ops` as a run directory's history, checks it with `splitbrain check`, then
-/// re-renders it with `splitbrain report`; returns the report's path.
-fn checked_run(dir: &Path, name: &str, ops: &[serde_json::Value], check_args: &[&str]) -> PathBuf {
+/// Creates run directory `dir/name` holding `ops` as its history, indexed in order.
+fn write_run(dir: &Path, name: &str, ops: &[serde_json::Value]) -> PathBuf {
     let run = dir.join(name);
     std::fs::create_dir_all(&run).unwrap();
     let text: String = ops
@@ -212,6 +211,13 @@ fn checked_run(dir: &Path, name: &str, ops: &[serde_json::Value], check_args: &[
         })
         .collect();
     std::fs::write(run.join("history.jsonl"), text).unwrap();
+    run
+}
+
+/// Writes `ops` as a run directory's history, checks it with `splitbrain check`, then
+/// re-renders it with `splitbrain report`; returns the report's path.
+fn checked_run(dir: &Path, name: &str, ops: &[serde_json::Value], check_args: &[&str]) -> PathBuf {
+    let run = write_run(dir, name, ops);
     let bin = env!("CARGO_BIN_EXE_splitbrain");
     let out = Command::new(bin)
         .arg("check")
@@ -357,18 +363,7 @@ fn reported_run(
     ops: &[serde_json::Value],
     checkers: &[Box<dyn splitbrain_checkers::Checker>],
 ) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    let text: String = ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            let mut o = o.clone();
-            o["index"] = json!(i);
-            format!("{o}\n")
-        })
-        .collect();
-    std::fs::write(run.join("history.jsonl"), text).unwrap();
+    let run = write_run(dir, name, ops);
     let history =
         splitbrain_checkers::history::read::read_path(&run.join("history.jsonl")).unwrap();
     let results: Vec<_> = checkers.iter().map(|c| c.check(&history)).collect();

@@ -77,7 +77,8 @@ fn fault_legend(windows: &[FaultWindow]) -> Markup {
     }
 }
 
-fn svg_or_warning(r: Result<String, plots::PlotError>) -> Markup {
+/// A drawn SVG, or the reason it could not be drawn.
+pub(crate) fn svg_or_warning(r: Result<String, plots::PlotError>) -> Markup {
     match r {
         Ok(svg) => PreEscaped(svg),
         Err(e) => html! { p.warn { (e.to_string()) } },

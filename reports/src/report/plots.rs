@@ -34,6 +34,20 @@ pub(crate) fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError(e.to_string())
 }
 
+/// The series legend of a small evidence chart, upper right on a light box.
+pub(crate) fn draw_series_labels<'a, 'b: 'a>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> Result<(), PlotError> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .label_font(("sans-serif", FONT - 1))
+        .draw()
+        .map_err(err)
+}
+
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// The colour of an outcome's points and lines.

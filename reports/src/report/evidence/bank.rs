@@ -1,7 +1,7 @@
 //! Bank totals over time: the sum of every ok read against the total every read must
 //! show, reads that broke it in red.
 
-use crate::report::plots::{err, PlotError, FONT, PLOT_WIDTH};
+use crate::report::plots::{draw_series_labels, err, PlotError, FONT, PLOT_WIDTH};
 use plotters::prelude::*;
 use serde_json::Value;
 use splitbrain_checkers::{History, Outcome};
@@ -107,14 +107,7 @@ pub fn bank_svg(points: &[(f64, i64)], expected: Option<i64>) -> Result<String, 
                 .label(name)
                 .legend(move |(x, y)| Circle::new((x + 8, y), 3, colour.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", FONT - 1))
-            .draw()
-            .map_err(err)?;
+        draw_series_labels(&mut chart)?;
         root.present().map_err(err)?;
     }
     Ok(svg)

@@ -2,7 +2,7 @@
 //! keys each replica still shows differently from the state most replicas ended with.
 //! A converging run's lines all fall to zero; a replica that never converges stays up.
 
-use crate::report::plots::{err, PlotError, FONT, PLOT_WIDTH};
+use crate::report::plots::{draw_series_labels, err, PlotError, FONT, PLOT_WIDTH};
 use plotters::prelude::*;
 use serde_json::Value;
 use splitbrain_checkers::{History, OpType};
@@ -158,14 +158,7 @@ pub fn divergence_svg(lines: &BTreeMap<String, Line>, keys: usize) -> Result<Str
                 .label(node.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", FONT - 1))
-            .draw()
-            .map_err(err)?;
+        draw_series_labels(&mut chart)?;
         root.present().map_err(err)?;
     }
     Ok(svg)

@@ -11,8 +11,8 @@ mod linear;
 
 pub use cycle::{cycles, Cycle, CycleEdge};
 
-use super::verdict_class;
-use maud::{html, Markup, PreEscaped};
+use super::{svg_or_warning, verdict_class};
+use maud::{html, Markup};
 use splitbrain_checkers::{CheckResult, History, Validity};
 
 /// Cycles drawn per anomaly type.
@@ -35,10 +35,7 @@ fn drawn(r: &CheckResult, history: &History) -> Markup {
     {
         let reference = (r.checker == "ddp-reference").then_some(&r.details);
         if let Some(grid) = ddp::step_grid(history, reference) {
-            let picture = match ddp::step_grid_svg(&grid) {
-                Ok(svg) => PreEscaped(svg),
-                Err(e) => html! { p.warn { (e.to_string()) } },
-            };
+            let picture = svg_or_warning(ddp::step_grid_svg(&grid));
             return html! {
                 figure.ddp {
                     figcaption {
@@ -57,10 +54,7 @@ fn drawn(r: &CheckResult, history: &History) -> Markup {
             .pointer("/quiescence/index")
             .and_then(serde_json::Value::as_u64);
         if let Some((lines, keys)) = heal.and_then(|i| divergence::divergence(history, i)) {
-            let picture = match divergence::divergence_svg(&lines, keys) {
-                Ok(svg) => PreEscaped(svg),
-                Err(e) => html! { p.warn { (e.to_string()) } },
-            };
+            let picture = svg_or_warning(divergence::divergence_svg(&lines, keys));
             return html! {
                 figure.divergence {
                     figcaption {
@@ -76,10 +70,7 @@ fn drawn(r: &CheckResult, history: &History) -> Markup {
         let points = bank::totals(history);
         if !points.is_empty() {
             let expected = r.details.get("total").and_then(serde_json::Value::as_i64);
-            let picture = match bank::bank_svg(&points, expected) {
-                Ok(svg) => PreEscaped(svg),
-                Err(e) => html! { p.warn { (e.to_string()) } },
-            };
+            let picture = svg_or_warning(bank::bank_svg(&points, expected));
             return html! {
                 figure.bank {
                     figcaption { "Sum of balances of every ok read (" (points.len()) " reads)" }
