@@ -233,6 +233,41 @@ fn counters_lie_between_acknowledged_and_possible_sums() {
     mentions(&r, &["n2 (op 7) reads 7 where n1 (op 5) reads 3"]);
 }
 
+/// A PN-counter (Maelstrom's `pn-counter`): acknowledged +5 and -2, an indeterminate -3
+/// and an indeterminate +4, so a final value may lie anywhere in 3 - 3 ..= 3 + 4.
+fn pn_counter_history(finals: [i64; 2]) -> H {
+    let mut h = H::new();
+    h.invoke(0, "add", "", json!(5));
+    h.complete(0, OpType::Ok, "add", "", json!(5), "n1");
+    h.invoke(1, "add", "", json!(-2));
+    h.complete(1, OpType::Ok, "add", "", json!(-2), "n2");
+    h.invoke(2, "add", "", json!(-3));
+    h.complete(2, OpType::Info, "add", "", json!(-3), "n1");
+    h.invoke(3, "add", "", json!(4));
+    h.complete(3, OpType::Info, "add", "", json!(4), "n2");
+    h.read(4, "", json!(finals[0]), "n1");
+    h.read(4, "", json!(finals[1]), "n2");
+    h
+}
+
+#[test]
+fn pn_counters_widen_each_bound_by_the_indeterminate_deltas_of_its_sign() {
+    for ok in [0, 3, 7] {
+        expect(
+            &pn_counter_history([ok, ok]).check(&counter()),
+            Validity::Valid,
+        );
+    }
+    let r = pn_counter_history([-1, -1]).check(&counter());
+    expect(&r, Validity::Invalid);
+    assert_eq!(r.anomaly_types, ["lost"]);
+    mentions(&r, &["below 0"]);
+    let r = pn_counter_history([8, 8]).check(&counter());
+    expect(&r, Validity::Invalid);
+    assert_eq!(r.anomaly_types, ["unexpected"]);
+    mentions(&r, &["exceeds 7"]);
+}
+
 #[test]
 fn booking_schedules_compare_by_rows() {
     let booking = ConvergenceChecker::new(EventualDataType::Booking);

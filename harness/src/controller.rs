@@ -14,13 +14,13 @@ use crate::progress::Progress;
 use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;
 use crate::store::RunDir;
-use crate::target::{Client, Completion, Invocation, Target, TargetOptions};
+use crate::target::{BoxFuture, Client, Completion, Invocation, Target, TargetOptions};
 use crate::workload::{OpGenerator, Workload, WorkloadOptions};
 use anyhow::Context;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use splitbrain_checkers::{CheckResult, History, Op, OpType, Process, Validity};
-use splitbrain_nemesis::{Nemesis, NemesisRecorder, NemesisSpec};
+use splitbrain_nemesis::{ClusterControl, Nemesis, NemesisRecorder, NemesisSpec};
 use splitbrain_reports::{history_stats, RunSummary};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -333,14 +333,13 @@ pub async fn run_test(
         }
     };
     let nemesis = Nemesis::with_mesh(nemesis_spec, mesh.clone());
+    let clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
     let result = drive(
         spec,
-        &target,
         workload,
-        &cluster,
+        cluster.as_ref(),
         &nemesis,
-        &topts,
-        &client_addrs,
+        clients,
         &recorder,
         cancel.clone(),
         show_progress,
@@ -348,6 +347,26 @@ pub async fn run_test(
     .await;
     cluster.teardown();
     crate::mesh::stop_mesh(mesh.as_deref()).await;
+    finish_run(
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None,
+    )
+    .await
+}
+
+/// After teardown: reads back what was recorded, runs the workload's checkers (in a
+/// blocking thread) and stores the summary. `result` is how the drive phases ended; `net`
+/// the message statistics of targets whose network the harness simulates.
+#[allow(clippy::too_many_arguments)]
+pub async fn finish_run(
+    spec: &TestSpec,
+    run_dir: &RunDir,
+    recorder: &HistoryRecorder,
+    result: anyhow::Result<()>,
+    cancel: &CancellationToken,
+    workload: &dyn Workload,
+    check: &CheckOptions,
+    net: Option<splitbrain_reports::NetStats>,
+) -> anyhow::Result<RunOutcome> {
     let ops = recorder.finish()?;
     let incomplete = match &result {
         Err(e) => Some(format!("run error: {e:#}")),
@@ -363,17 +382,32 @@ pub async fn run_test(
     })
     .await?;
     let (history, results) = results;
-    let summary = store_summary(spec, &run_dir, results, &history, incomplete)?;
-    Ok(RunOutcome { summary, run_dir })
+    let summary = store_summary_with(spec, run_dir, results, &history, incomplete, net)?;
+    Ok(RunOutcome {
+        summary,
+        run_dir: run_dir.clone(),
+    })
 }
 
 /// The run's summary, written into its directory (results.json, report.html, junit.xml).
-fn store_summary(
+pub(crate) fn store_summary(
     spec: &TestSpec,
     run_dir: &RunDir,
     results: Vec<CheckResult>,
     history: &History,
     incomplete: Option<String>,
+) -> anyhow::Result<RunSummary> {
+    store_summary_with(spec, run_dir, results, history, incomplete, None)
+}
+
+/// [`store_summary`] with the simulated network's message statistics, if any.
+fn store_summary_with(
+    spec: &TestSpec,
+    run_dir: &RunDir,
+    results: Vec<CheckResult>,
+    history: &History,
+    incomplete: Option<String>,
+    net: Option<splitbrain_reports::NetStats>,
 ) -> anyhow::Result<RunSummary> {
     let mut summary = RunSummary::new(
         spec.name.clone(),
@@ -383,6 +417,7 @@ fn store_summary(
         Some(spec.seed),
     );
     summary.incomplete = incomplete;
+    summary.net = net;
     crate::check::write_outputs(&run_dir.path, &summary, history)?;
     Ok(summary)
 }
@@ -428,31 +463,77 @@ async fn run_setup(
     Ok(())
 }
 
+/// How the drive phases reach the system under test: clients for the workload's processes,
+/// clients pinned to one replica for per-replica final reads, and an optional watch that
+/// ends the main phase early (`--steps`).
+pub struct DriveClients {
+    /// A client for a fresh process whose home node is the argument.
+    pub make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync>,
+    /// A client that only ever talks to replica `r` (convergence final reads).
+    pub make_replica_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync>,
+    /// Number of replicas the per-replica final reads visit.
+    pub replicas: usize,
+    /// Resolves when the target reports the `--steps` it was asked for.
+    pub steps_reached: Option<BoxFuture<'static, ()>>,
+}
+
+impl DriveClients {
+    /// The clients of a target reached over the network at `addrs`.
+    pub fn for_target(
+        target: &Arc<dyn Target>,
+        addrs: &[SocketAddr],
+        topts: &TargetOptions,
+        steps: Option<u64>,
+    ) -> DriveClients {
+        let addrs: Vec<SocketAddr> = addrs.to_vec();
+        let make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
+            let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
+            Arc::new(move |home| target.client(&addrs, home, &topts))
+        };
+        let make_replica_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
+            let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
+            Arc::new(move |r| target.replica_client(&addrs, r, &topts))
+        };
+        let steps_reached = steps.map(|steps| {
+            let (target, addrs) = (target.clone(), addrs.clone());
+            let watch: BoxFuture<'static, ()> = Box::pin(async move {
+                let http = reqwest::Client::new();
+                target.until_steps(&http, &addrs, Some(steps)).await;
+            });
+            watch
+        });
+        DriveClients {
+            make_client,
+            make_replica_client,
+            replicas: addrs.len(),
+            steps_reached,
+        }
+    }
+}
+
 /// The main, heal, quiesce and final-read phases.
 #[allow(clippy::too_many_arguments)]
-async fn drive(
+pub async fn drive<C: ClusterControl>(
     spec: &TestSpec,
-    target: &Arc<dyn Target>,
     workload: &dyn Workload,
-    cluster: &Arc<Cluster>,
+    cluster: &C,
     nemesis: &Nemesis,
-    topts: &TargetOptions,
-    client_addrs: &[SocketAddr],
+    clients: DriveClients,
     recorder: &HistoryRecorder,
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<()> {
-    // The test's clients dial these (client proxies when client links can be faulted).
-    let addrs: Vec<SocketAddr> = client_addrs.to_vec();
     let generator: Arc<Mutex<Box<dyn OpGenerator>>> =
         Arc::new(Mutex::new(workload.generator(WorkloadOptions {
             active_keys: spec.active_keys,
             ops_per_key: spec.ops_per_key,
         })));
-    let make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
-        let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
-        Arc::new(move |home| target.client(&addrs, home, &topts))
-    };
+    let DriveClients {
+        make_client,
+        make_replica_client,
+        replicas,
+        steps_reached,
+    } = clients;
     let limiter = Arc::new(RateLimiter::new(spec.rate, spec.seed));
     let op_timeout = Duration::from_millis(spec.op_timeout_ms + 500);
     let setup = generator
@@ -473,12 +554,11 @@ async fn drive(
     // The main phase ends at the deadline, or earlier once the target reports
     // `--steps`; a child token, so ending the phase is not an interruption.
     let phase_end = cancel.child_token();
-    if let Some(steps) = spec.steps {
-        let (target, addrs, end) = (target.clone(), addrs.clone(), phase_end.clone());
+    if let (Some(steps), Some(reached)) = (spec.steps, steps_reached) {
+        let end = phase_end.clone();
         tokio::spawn(async move {
-            let http = reqwest::Client::new();
             tokio::select! {
-                _ = target.until_steps(&http, &addrs, Some(steps)) => {
+                _ = reached => {
                     eprintln!("splitbrain: the target reached step {steps}; ending the main phase");
                     end.cancel();
                 }
@@ -505,7 +585,7 @@ async fn drive(
         active: active.clone(),
     };
     let nemesis_result = tokio::select! {
-        r = nemesis.run(cluster.as_ref(), &log, time_limit) => r.map_err(anyhow::Error::from),
+        r = nemesis.run(cluster, &log, time_limit) => r.map_err(anyhow::Error::from),
         _ = phase_end.cancelled() => Ok(()),
     };
     // Clients stop at the deadline; an op in flight gets its timeout to finish.
@@ -520,7 +600,7 @@ async fn drive(
     phase_end.cancel();
     // Heal always, even when interrupted: nothing may be left broken.
     *active.lock().unwrap_or_else(|e| e.into_inner()) = "healing".into();
-    let heal = nemesis.heal(cluster.as_ref(), &log).await;
+    let heal = nemesis.heal(cluster, &log).await;
     progress.finish();
     nemesis_result?;
     heal?;
@@ -533,13 +613,9 @@ async fn drive(
     };
     if per_replica && !final_reads.is_empty() {
         // Convergence is timed from the heal, so no quiet period first: rounds start now.
-        let make_replica_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
-            let (target, addrs, topts) = (target.clone(), addrs.clone(), topts.clone());
-            Arc::new(move |r| target.replica_client(&addrs, r, &topts))
-        };
         let rounds = crate::converge::FinalReadRounds {
             reads: Arc::new(final_reads),
-            replicas: addrs.len(),
+            replicas,
             make_client: make_replica_client,
             recorder: recorder.clone(),
             op_timeout,

@@ -35,6 +35,9 @@ pub struct TestSpec {
     /// the ddp target: every live rank has committed them). Absent in older test.json.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u64>,
+    /// `--target maelstrom`: the node program and the simulated network's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maelstrom: Option<crate::maelstrom::MaelstromSpec>,
     /// Per-op client timeout in milliseconds; a timed-out op is `info`.
     pub op_timeout_ms: u64,
     /// The seed of every random choice.

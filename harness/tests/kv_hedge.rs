@@ -46,6 +46,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         store: store.path().to_path_buf(),
         target_bin: None,
         version: "test".into(),
+        maelstrom: None,
     };
     let target = splitbrain::target::by_name("kv").unwrap();
     let workload = splitbrain::workload::by_name("register").unwrap();

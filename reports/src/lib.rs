@@ -11,12 +11,14 @@
 
 mod compare;
 mod compare_html;
+mod net;
 mod report;
 mod stats;
 mod store_index;
 mod table;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
+pub use net::{NetStats, NodeNetStats};
 pub use report::{
     cycles, fault_label, fault_windows, render_html, repeat_command, Cycle, CycleEdge, FaultWindow,
 };
@@ -46,6 +48,9 @@ pub struct RunSummary {
     /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// Message statistics, for targets whose network the harness simulates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetStats>,
 }
 
 impl RunSummary {
@@ -68,6 +73,7 @@ impl RunSummary {
             stats,
             seed,
             incomplete: None,
+            net: None,
         }
     }
 }

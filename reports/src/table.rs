@@ -58,6 +58,36 @@ pub fn summary_table(s: &RunSummary) -> String {
     if let Some(seed) = s.seed {
         rows.push(row("seed", seed.to_string()));
     }
+    if let Some(net) = &s.net {
+        rows.push(row(
+            "messages",
+            format!(
+                "{} total: {} server-server, {} client, {} service; dropped {} (partition) {} (loss)",
+                net.messages,
+                net.server_messages,
+                net.client_messages,
+                net.service_messages,
+                net.dropped_partition,
+                net.dropped_loss
+            ),
+        ));
+        rows.push(row(
+            "msgs per op",
+            format!(
+                "{:.2} total, {:.2} server-server",
+                net.msgs_per_op, net.server_msgs_per_op
+            ),
+        ));
+        for (node, n) in &net.by_node {
+            rows.push(row(
+                &format!("node {node}"),
+                format!(
+                    "sent {} recv {}; {} client ops, p50 {:.2} p99 {:.2} ms",
+                    n.sent, n.received, n.client_ops, n.latency_ms.p50, n.latency_ms.p99
+                ),
+            ));
+        }
+    }
     if let Some(why) = &s.incomplete {
         rows.push(row("incomplete", why.clone()));
     }

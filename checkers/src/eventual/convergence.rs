@@ -377,7 +377,8 @@ impl ConvergenceChecker {
         let idx = |p: usize| op_index(history, p);
         let kl = key_label(&key.name);
         if self.data_type == EventualDataType::Counter {
-            let (mut acked, mut maybe) = (0i64, 0i64);
+            // Indeterminate deltas may or may not have happened: each sign widens one bound.
+            let (mut acked, mut maybe_up, mut maybe_down) = (0i64, 0i64, 0i64);
             let (mut acked_ops, mut maybe_ops) = (Vec::new(), Vec::new());
             for u in &key.updates {
                 let super::view::UpdateArg::Delta(d) = u.arg else {
@@ -389,7 +390,11 @@ impl ConvergenceChecker {
                         acked_ops.push(u.invoke_pos);
                     }
                     o if o.is_indeterminate() => {
-                        maybe = maybe.saturating_add(d);
+                        if d >= 0 {
+                            maybe_up = maybe_up.saturating_add(d);
+                        } else {
+                            maybe_down = maybe_down.saturating_add(d);
+                        }
                         maybe_ops.push(u.invoke_pos);
                     }
                     _ => {}
@@ -400,24 +405,27 @@ impl ConvergenceChecker {
                     continue;
                 };
                 let read = group[0].1.complete_pos;
-                if *n < acked {
+                let (low, high) = (
+                    acked.saturating_add(maybe_down),
+                    acked.saturating_add(maybe_up),
+                );
+                if *n < low {
                     let mut positions = vec![read];
                     positions.extend(acked_ops.iter().take(MAX_CASES));
                     out.findings.push(Finding {
                         kind: "lost",
                         text: format!(
-                            "key {kl}: final value {n} (op {}) is below {acked}, the sum of acknowledged increments: some were lost",
+                            "key {kl}: final value {n} (op {}) is below {low}, the sum of acknowledged deltas ({acked}) and every indeterminate negative one ({maybe_down}): some were lost",
                             idx(read)
                         ),
                         positions,
                     });
-                } else if *n > acked.saturating_add(maybe) {
+                } else if *n > high {
                     out.findings.push(Finding {
                         kind: "unexpected",
                         text: format!(
-                            "key {kl}: final value {n} (op {}) exceeds {}, the sum of acknowledged ({acked}) and indeterminate ({maybe}) increments",
+                            "key {kl}: final value {n} (op {}) exceeds {high}, the sum of acknowledged ({acked}) and indeterminate positive ({maybe_up}) deltas",
                             idx(read),
-                            acked.saturating_add(maybe)
                         ),
                         positions: vec![read],
                     });

@@ -48,7 +48,8 @@ use serde_json::{json, Value};
 pub enum EventualDataType {
     /// A grow-only set of integer elements (`add`, reads of the elements).
     Set,
-    /// A counter (`add`/`incr` of deltas >= 0, reads of the integer value).
+    /// A counter (`add`/`incr` of integer deltas, reads of the integer value); negative
+    /// deltas make it a PN-counter.
     Counter,
     /// A meeting-room schedule (`book` reservations, reads of ids and the schedule).
     Booking,

@@ -361,6 +361,14 @@ fn check_elements(
 fn check_counter(history: &History, view: &View, key: &KeyOps) -> KeyFindings {
     let idx = |p: usize| op_index(history, p);
     let mut out = KeyFindings::default();
+    // Monotonic reads mean nothing on a counter that can go down (a PN-counter).
+    if key
+        .updates
+        .iter()
+        .any(|u| matches!(u.arg, UpdateArg::Delta(d) if d < 0))
+    {
+        return out;
+    }
     // Per session: its acknowledged deltas (completion, running sum) and its highest read.
     let mut acked: FastMap<u64, Vec<(usize, i64, usize)>> = FastMap::default();
     for u in &key.updates {

@@ -162,12 +162,10 @@ fn decode_update(dt: EventualDataType, v: &Value) -> Result<UpdateArg, String> {
             .as_i64()
             .map(UpdateArg::Element)
             .ok_or_else(|| format!("a set add's value must be an integer element, got {v}")),
-        EventualDataType::Counter => match v.as_i64() {
-            Some(n) if n >= 0 => Ok(UpdateArg::Delta(n)),
-            _ => Err(format!(
-                "a counter add's value must be an integer >= 0, got {v}"
-            )),
-        },
+        EventualDataType::Counter => v
+            .as_i64()
+            .map(UpdateArg::Delta)
+            .ok_or_else(|| format!("a counter add's value must be an integer, got {v}")),
         EventualDataType::Booking => {
             let id = v.get("id").and_then(Value::as_i64);
             let alts = v.get("alternatives").and_then(Value::as_array).map(|a| {
@@ -323,9 +321,7 @@ fn decode_update_field(dt: EventualDataType, v: &FieldValue<'_>) -> Result<Updat
             if dt == EventualDataType::Set {
                 return Ok(UpdateArg::Element(n));
             }
-            if n >= 0 {
-                return Ok(UpdateArg::Delta(n));
-            }
+            return Ok(UpdateArg::Delta(n));
         }
     }
     decode_update(dt, &v.to_value())

@@ -1,5 +1,5 @@
 //! Jepsen's generic checkers, under Jepsen's names: [`counter`], [`unique_ids`]
-//! (`unique-ids`), [`total_queue`] (`total-queue`), [`long_fork`] (`long-fork`),
+//! (`unique-ids`), [`echo`] (Maelstrom's), [`total_queue`] (`total-queue`), [`long_fork`] (`long-fork`),
 //! [`stats`] and [`exceptions`]. Each is pure and reads a [`History`] from anywhere.
 //!
 //! ```
@@ -9,6 +9,7 @@
 //! ```
 
 pub mod counter;
+pub mod echo;
 pub mod exceptions;
 pub mod long_fork;
 pub mod stats;
@@ -29,6 +30,10 @@ pub const CHECKERS: &[(&str, &str)] = &[
         "reads of an `add`/`read` counter lie within the acknowledged and attempted increments",
     ),
     ("unique-ids", "no id returned by `generate` twice"),
+    (
+        "echo",
+        "every ok `echo` returned the payload it sent (Maelstrom's echo workload)",
+    ),
     (
         "total-queue",
         "every acknowledged `enqueue` dequeued, none twice, none never enqueued",
@@ -52,6 +57,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Checker>> {
     Some(match name {
         "counter" => Box::new(counter::CounterChecker::default()),
         "unique-ids" => Box::new(unique_ids::UniqueIdsChecker),
+        "echo" => Box::new(echo::EchoChecker),
         "total-queue" => Box::new(total_queue::TotalQueueChecker),
         "long-fork" => Box::new(long_fork::LongForkChecker),
         "stats" => Box::new(stats::StatsChecker),

@@ -4,6 +4,9 @@ use super::flags::CheckFlags;
 use super::{runtime, usage, verdict_code, EXIT_COULD_NOT_RUN};
 use clap::Args;
 use splitbrain::controller::run_test;
+use splitbrain::maelstrom::net::LatencyDist;
+use splitbrain::maelstrom::workloads::{MaelstromWorkload, WORKLOADS};
+use splitbrain::maelstrom::{absolute_bin, run_maelstrom_test, MaelstromSpec, TOPOLOGIES};
 use splitbrain::spec::TestSpec;
 use splitbrain_reports::summary_table;
 use std::path::PathBuf;
@@ -79,6 +82,22 @@ pub(crate) struct TestArgs {
     /// Node binary (default: found beside splitbrain or on PATH).
     #[arg(long)]
     target_bin: Option<PathBuf>,
+    /// `--target maelstrom`: the node program, any language, speaking Maelstrom's protocol.
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// `--target maelstrom`: an argument for the node program (repeatable).
+    #[arg(long = "bin-arg", allow_hyphen_values = true)]
+    bin_args: Vec<String>,
+    /// `--target maelstrom`: mean one-way message latency in ms.
+    #[arg(long, default_value_t = 0.0)]
+    latency: f64,
+    /// `--target maelstrom`: latency distribution (constant, uniform, exponential).
+    #[arg(long, default_value = "constant")]
+    latency_dist: String,
+    /// `--target maelstrom`, broadcast: the topology sent to the nodes (grid, line,
+    /// total, tree2, tree3, tree4).
+    #[arg(long, default_value = "grid")]
+    topology: String,
     /// Do not show the progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -92,7 +111,7 @@ pub(crate) struct TestArgs {
 /// A test resolved from its flags, ready to run (shared by `test` and `suite`).
 pub(crate) struct PreparedTest {
     pub(crate) spec: TestSpec,
-    target: std::sync::Arc<dyn splitbrain::target::Target>,
+    target: PreparedTarget,
     workload: Box<dyn splitbrain::workload::Workload>,
     check: splitbrain::check::CheckOptions,
 }
@@ -114,8 +133,19 @@ pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
     Ok(verdict_code(s.valid))
 }
 
+/// What a prepared test runs against.
+enum PreparedTarget {
+    /// A target whose nodes the harness reaches over sockets.
+    Networked(std::sync::Arc<dyn splitbrain::target::Target>),
+    /// Maelstrom nodes on stdin/stdout, with this workload.
+    Maelstrom(MaelstromWorkload),
+}
+
 /// Validates the flags and resolves the test; errors are usage errors.
 pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
+    if a.target == "maelstrom" {
+        return prepare_maelstrom(a);
+    }
     let Some(target) = splitbrain::target::by_name(&a.target) else {
         return Err(usage(format!(
             "unknown target {:?}; `splitbrain list` shows them",
@@ -153,6 +183,79 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             )));
         }
     }
+    let check = a.check.options();
+    workload
+        .checkers(&check)
+        .map_err(|e| usage(format!("{e:#}")))?;
+    let spec = common_spec(a, None)?;
+    Ok(PreparedTest {
+        spec,
+        target: PreparedTarget::Networked(target),
+        workload,
+        check,
+    })
+}
+
+/// `--target maelstrom`: the node program and its workload.
+fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
+    let Some(bin) = &a.bin else {
+        return Err(usage(
+            "--target maelstrom needs --bin PATH, the node program",
+        ));
+    };
+    if !bin.is_file() {
+        return Err(usage(format!("--bin {} is not a file", bin.display())));
+    }
+    let Some(workload) = MaelstromWorkload::parse(&a.workload) else {
+        let names: Vec<&str> = WORKLOADS.iter().map(|(n, _)| *n).collect();
+        return Err(usage(format!(
+            "target maelstrom cannot run workload {:?} (it runs: {})",
+            a.workload,
+            names.join(", ")
+        )));
+    };
+    if !a.bugs.is_empty() || a.read_mode.is_some() {
+        return Err(usage(
+            "--bug and --read-mode do not apply to maelstrom nodes (a node's bugs are its own)",
+        ));
+    }
+    let Some(latency_dist) = LatencyDist::parse(&a.latency_dist) else {
+        return Err(usage(format!(
+            "--latency-dist {:?}: expected constant, uniform or exponential",
+            a.latency_dist
+        )));
+    };
+    if !(a.latency >= 0.0 && a.latency.is_finite()) {
+        return Err(usage("--latency must be a non-negative number of ms"));
+    }
+    if !TOPOLOGIES.contains(&a.topology.as_str()) {
+        return Err(usage(format!(
+            "--topology {:?}: expected one of {}",
+            a.topology,
+            TOPOLOGIES.join(", ")
+        )));
+    }
+    let check = a.check.options();
+    splitbrain::workload::Workload::checkers(&workload, &check)
+        .map_err(|e| usage(format!("{e:#}")))?;
+    let m = MaelstromSpec {
+        bin: absolute_bin(bin),
+        bin_args: a.bin_args.clone(),
+        latency_ms: a.latency,
+        latency_dist,
+        topology: a.topology.clone(),
+    };
+    let spec = common_spec(a, Some(m))?;
+    Ok(PreparedTest {
+        spec,
+        target: PreparedTarget::Maelstrom(workload),
+        workload: Box::new(workload),
+        check,
+    })
+}
+
+/// The parts of a test spec every target shares.
+fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result<TestSpec> {
     if a.nodes == 0 || a.concurrency == 0 || a.time_limit <= 0.0 {
         return Err(usage(
             "--nodes, --concurrency and --time-limit must be positive",
@@ -173,11 +276,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    let check = a.check.options();
-    workload
-        .checkers(&check)
-        .map_err(|e| usage(format!("{e:#}")))?;
-    let spec = TestSpec {
+    Ok(TestSpec {
         name: a
             .name
             .clone()
@@ -207,12 +306,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         store: a.store.clone(),
         target_bin: a.target_bin.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-    };
-    Ok(PreparedTest {
-        spec,
-        target,
-        workload,
-        check,
+        maelstrom,
     })
 }
 
@@ -231,16 +325,22 @@ pub(crate) fn run_prepared(
                 c.cancel();
             }
         });
-        let (spec, target) = (&p.spec, p.target.clone());
-        run_test(
-            spec,
-            target,
-            p.workload.as_ref(),
-            &p.check,
-            cancel.clone(),
-            show,
-        )
-        .await
+        match &p.target {
+            PreparedTarget::Networked(target) => {
+                run_test(
+                    &p.spec,
+                    target.clone(),
+                    p.workload.as_ref(),
+                    &p.check,
+                    cancel.clone(),
+                    show,
+                )
+                .await
+            }
+            PreparedTarget::Maelstrom(w) => {
+                run_maelstrom_test(&p.spec, *w, &p.check, cancel.clone(), show).await
+            }
+        }
     })?;
     rt.shutdown_timeout(Duration::from_secs(2));
     Ok(outcome)

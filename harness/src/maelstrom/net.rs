@@ -1,0 +1,533 @@
+//! The network inside the controller: every message a node writes is routed here, to
+//! another node (through the nemesis's faults: cut links drop, lossy links drop at random,
+//! slow links and the base latency delay), to a client waiting for its reply, or to a
+//! service. No privileges are needed, and one seeded generator draws every latency and loss
+//! decision, so a run's delivery schedule repeats as far as the nodes are deterministic.
+//!
+//! Protocol violations (an unreadable line, a message claiming another sender, a reply to
+//! a request nobody made, a message to nobody) are fatal: the run stops with an error
+//! naming the node and the line.
+
+use super::protocol::{parse_line, Message};
+use super::services::{Services, SERVICE_NAMES};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value};
+use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
+use splitbrain_reports::{Latency, NetStats, NodeNetStats};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// How the base one-way latency of every message is drawn (Maelstrom's `--latency-dist`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyDist {
+    /// Always the mean.
+    Constant,
+    /// Uniform between 0 and twice the mean.
+    Uniform,
+    /// Exponential with the mean.
+    Exponential,
+}
+
+impl LatencyDist {
+    /// Parses `constant`, `uniform` or `exponential`.
+    pub fn parse(s: &str) -> Option<LatencyDist> {
+        match s {
+            "constant" => Some(LatencyDist::Constant),
+            "uniform" => Some(LatencyDist::Uniform),
+            "exponential" => Some(LatencyDist::Exponential),
+            _ => None,
+        }
+    }
+}
+
+/// The network's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct NetOptions {
+    /// Mean one-way latency of every message, in ms.
+    pub latency_ms: f64,
+    /// Its distribution.
+    pub latency_dist: LatencyDist,
+    /// Seed of every latency and loss draw.
+    pub seed: u64,
+}
+
+/// The simulated network (cheap to clone: one shared state).
+#[derive(Clone)]
+pub struct MaelstromNet {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_ids: Vec<String>,
+    inboxes: Vec<Mutex<Option<mpsc::Sender<String>>>>,
+    faults: Mutex<NetFaults>,
+    rng: Mutex<ChaCha8Rng>,
+    opts: NetOptions,
+    /// Replies clients wait for, by (client, msg_id).
+    pending: Mutex<HashMap<(String, u64), ReplyWaiter>>,
+    /// The highest msg_id each client has sent (a reply to one above it is a protocol error).
+    issued: Mutex<HashMap<String, u64>>,
+    services: Mutex<Services>,
+    stats: Mutex<StatsAcc>,
+    fatal: Mutex<Option<String>>,
+    abort: CancellationToken,
+    rt: tokio::runtime::Handle,
+    next_client: AtomicU64,
+}
+
+/// Where a client's reply body goes.
+type ReplyWaiter = oneshot::Sender<Map<String, Value>>;
+
+#[derive(Default)]
+struct StatsAcc {
+    stats: NetStats,
+    latencies: BTreeMap<String, Vec<f64>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl MaelstromNet {
+    /// A network for `nodes` nodes (`n1`..). Must be made inside a tokio runtime.
+    pub fn new(nodes: usize, opts: NetOptions) -> MaelstromNet {
+        let node_ids: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+        let mut stats = StatsAcc::default();
+        for id in &node_ids {
+            stats
+                .stats
+                .by_node
+                .insert(id.clone(), NodeNetStats::default());
+        }
+        MaelstromNet {
+            inner: Arc::new(Inner {
+                inboxes: (0..nodes).map(|_| Mutex::new(None)).collect(),
+                node_ids,
+                faults: Mutex::new(NetFaults::new()),
+                rng: Mutex::new(ChaCha8Rng::seed_from_u64(opts.seed ^ 0x4E45_5457)),
+                opts,
+                pending: Mutex::new(HashMap::new()),
+                issued: Mutex::new(HashMap::new()),
+                services: Mutex::new(Services::new(nodes)),
+                stats: Mutex::new(stats),
+                fatal: Mutex::new(None),
+                abort: CancellationToken::new(),
+                rt: tokio::runtime::Handle::current(),
+                next_client: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The node ids, `n1`..`nN`.
+    pub fn node_ids(&self) -> &[String] {
+        &self.inner.node_ids
+    }
+
+    /// A fresh client id (`c1`, `c2`, ...).
+    pub fn new_client_id(&self) -> String {
+        format!(
+            "c{}",
+            self.inner.next_client.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Connects (or, with `None`, disconnects: the node died) node `i`'s stdin.
+    pub fn set_inbox(&self, i: usize, inbox: Option<mpsc::Sender<String>>) {
+        *lock(&self.inner.inboxes[i]) = inbox;
+    }
+
+    /// Cancelled when a protocol violation ends the run.
+    pub fn aborted(&self) -> CancellationToken {
+        self.inner.abort.clone()
+    }
+
+    /// The protocol violation that ended the run, if any.
+    pub fn fatal(&self) -> Option<String> {
+        lock(&self.inner.fatal).clone()
+    }
+
+    /// Ends the run with this error (the first one wins).
+    pub fn set_fatal(&self, why: String) {
+        let mut f = lock(&self.inner.fatal);
+        if f.is_none() {
+            *f = Some(why);
+        }
+        self.inner.abort.cancel();
+    }
+
+    /// Handles one line node `i` wrote to stdout (`line_no` from 1).
+    pub fn on_node_line(&self, i: usize, line_no: u64, line: &str) {
+        let name = &self.inner.node_ids[i];
+        let fail = |what: String| {
+            let shown: String = line.chars().take(200).collect();
+            self.set_fatal(format!(
+                "node {name} stdout line {line_no}: {what}: {shown}"
+            ));
+        };
+        let msg = match parse_line(line) {
+            Ok(m) => m,
+            Err(e) => return fail(e),
+        };
+        if msg.src != *name {
+            return fail(format!("src is {:?}, expected {name:?}", msg.src));
+        }
+        self.count(|s| {
+            s.messages += 1;
+            *s.by_type.entry(msg.kind().to_string()).or_default() += 1;
+            if let Some(n) = s.by_node.get_mut(name) {
+                n.sent += 1;
+            }
+        });
+        if let Some(j) = self.node_index(&msg.dest) {
+            self.count(|s| s.server_messages += 1);
+            let flow = lock(&self.inner.faults).flow(i, j);
+            if flow.cut.is_some() {
+                self.count(|s| s.dropped_partition += 1);
+                return;
+            }
+            if let Some(delay) = self.transit(&flow) {
+                self.after(delay, move |net| net.deliver(j, msg));
+            }
+        } else if is_client(&msg.dest) {
+            self.count(|s| s.client_messages += 1);
+            let Some(irt) = msg.in_reply_to() else {
+                return fail(format!(
+                    "a message to client {} must answer one of its requests (in_reply_to)",
+                    msg.dest
+                ));
+            };
+            let waiter = lock(&self.inner.pending).remove(&(msg.dest.clone(), irt));
+            match waiter {
+                Some(tx) => {
+                    let link = lock(&self.inner.faults).client(i);
+                    if let Some(delay) = self.transit(&link) {
+                        self.after(delay, move |_| {
+                            let _ = tx.send(msg.body);
+                        });
+                    }
+                }
+                None => {
+                    let sent = lock(&self.inner.issued).get(&msg.dest).copied();
+                    // Otherwise a late reply: the client already gave up on it.
+                    if sent.is_none_or(|max| irt > max) {
+                        fail(format!(
+                            "a reply to msg_id {irt}, which client {} never sent",
+                            msg.dest
+                        ));
+                    }
+                }
+            }
+        } else if SERVICE_NAMES.contains(&msg.dest.as_str()) {
+            self.count(|s| s.service_messages += 1);
+            let delay = self.latency();
+            self.after(delay, move |net| {
+                let reply = {
+                    let mut rng = lock(&net.inner.rng);
+                    lock(&net.inner.services).handle(&msg.dest, i, &msg.body, &mut rng)
+                };
+                let back = Message::new(msg.dest.clone(), msg.src.clone(), reply);
+                net.count(|s| {
+                    s.messages += 1;
+                    s.service_messages += 1;
+                    *s.by_type.entry(back.kind().to_string()).or_default() += 1;
+                });
+                let delay = net.latency();
+                net.after(delay, move |net| net.deliver(i, back));
+            });
+        } else {
+            fail(format!(
+                "message to {:?}, which is no node, client or service ({})",
+                msg.dest,
+                SERVICE_NAMES.join(", ")
+            ));
+        }
+    }
+
+    /// Sends a client request to node `node`; the receiver gets the reply body. The body
+    /// must carry `msg_id`.
+    pub fn request(
+        &self,
+        client: &str,
+        node: usize,
+        body: Map<String, Value>,
+    ) -> oneshot::Receiver<Map<String, Value>> {
+        let (tx, rx) = oneshot::channel();
+        let id = body.get("msg_id").and_then(Value::as_u64).unwrap_or(0);
+        {
+            let mut issued = lock(&self.inner.issued);
+            let max = issued.entry(client.to_string()).or_default();
+            *max = (*max).max(id);
+        }
+        lock(&self.inner.pending).insert((client.to_string(), id), tx);
+        let msg = Message::new(client, self.inner.node_ids[node].clone(), body);
+        self.count(|s| {
+            s.messages += 1;
+            s.client_messages += 1;
+            *s.by_type.entry(msg.kind().to_string()).or_default() += 1;
+        });
+        let delay = self.latency();
+        self.after(delay, move |net| net.deliver(node, msg));
+        rx
+    }
+
+    /// Drops a request's waiter (its client gave up).
+    pub fn forget(&self, client: &str, msg_id: u64) {
+        lock(&self.inner.pending).remove(&(client.to_string(), msg_id));
+    }
+
+    /// Records one client op answered (or not) by node `node` after `elapsed`.
+    pub fn record_client_op(&self, node: usize, elapsed: Duration) {
+        let name = self.inner.node_ids[node].clone();
+        let mut acc = lock(&self.inner.stats);
+        acc.stats.client_ops += 1;
+        if let Some(n) = acc.stats.by_node.get_mut(&name) {
+            n.client_ops += 1;
+        }
+        acc.latencies
+            .entry(name)
+            .or_default()
+            .push(elapsed.as_secs_f64() * 1000.0);
+    }
+
+    /// The statistics so far, with per-op ratios and per-node latency quantiles.
+    pub fn stats(&self) -> NetStats {
+        let acc = lock(&self.inner.stats);
+        let mut s = acc.stats.clone();
+        let ops = s.client_ops.max(1) as f64;
+        s.msgs_per_op = s.messages as f64 / ops;
+        s.server_msgs_per_op = s.server_messages as f64 / ops;
+        for (node, lat) in &acc.latencies {
+            if let Some(n) = s.by_node.get_mut(node) {
+                n.latency_ms = quantiles(lat);
+            }
+        }
+        s
+    }
+
+    fn node_index(&self, id: &str) -> Option<usize> {
+        self.inner.node_ids.iter().position(|n| n == id)
+    }
+
+    fn count(&self, f: impl FnOnce(&mut NetStats)) {
+        f(&mut lock(&self.inner.stats).stats);
+    }
+
+    /// The base latency of one message.
+    fn latency(&self) -> Duration {
+        let mean = self.inner.opts.latency_ms;
+        if mean <= 0.0 {
+            return Duration::ZERO;
+        }
+        let ms = match self.inner.opts.latency_dist {
+            LatencyDist::Constant => mean,
+            LatencyDist::Uniform => lock(&self.inner.rng).gen_range(0.0..2.0 * mean),
+            LatencyDist::Exponential => {
+                let u: f64 = 1.0 - lock(&self.inner.rng).gen::<f64>();
+                -u.ln() * mean
+            }
+        };
+        Duration::from_secs_f64(ms / 1000.0)
+    }
+
+    /// How long a message on a link with these faults takes, or `None` if it is lost.
+    fn transit(&self, flow: &FlowFaults) -> Option<Duration> {
+        if flow.loss > 0.0 && lock(&self.inner.rng).gen_bool(flow.loss.clamp(0.0, 1.0)) {
+            self.count(|s| s.dropped_loss += 1);
+            return None;
+        }
+        let mut delay = self.latency() + flow.delay;
+        if !flow.jitter.is_zero() {
+            let j = flow.jitter.as_secs_f64();
+            let d = lock(&self.inner.rng).gen_range(-j..=j);
+            delay = Duration::from_secs_f64((delay.as_secs_f64() + d).max(0.0));
+        }
+        Some(delay)
+    }
+
+    /// Runs `f` after `delay` (at once when there is none, which keeps a link's order).
+    fn after(&self, delay: Duration, f: impl FnOnce(&MaelstromNet) + Send + 'static) {
+        if delay.is_zero() {
+            f(self);
+            return;
+        }
+        let net = self.clone();
+        self.inner.rt.spawn(async move {
+            tokio::time::sleep(delay).await;
+            f(&net);
+        });
+    }
+
+    /// Writes a message to node `j`'s stdin, or drops it if the node is dead.
+    fn deliver(&self, j: usize, msg: Message) {
+        let sent = lock(&self.inner.inboxes[j])
+            .as_ref()
+            .is_some_and(|tx| tx.send(msg.to_line()).is_ok());
+        let name = &self.inner.node_ids[j];
+        self.count(|s| {
+            if sent {
+                if let Some(n) = s.by_node.get_mut(name) {
+                    n.received += 1;
+                }
+            } else {
+                s.dropped_partition += 1;
+            }
+        });
+    }
+}
+
+fn is_client(id: &str) -> bool {
+    id.strip_prefix('c')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn quantiles(v: &[f64]) -> Latency {
+    if v.is_empty() {
+        return Latency::default();
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let q = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
+    Latency {
+        p50: q(0.5),
+        p95: q(0.95),
+        p99: q(0.99),
+        max: s[s.len() - 1],
+    }
+}
+
+impl NetworkFaults for MaelstromNet {
+    fn node_count(&self) -> usize {
+        self.inner.node_ids.len()
+    }
+
+    fn apply(&self, faults: &NetFaults) -> Result<(), NemesisError> {
+        *lock(&self.inner.faults) = faults.clone();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use splitbrain_nemesis::CutMode;
+
+    fn net(nodes: usize) -> (MaelstromNet, Vec<mpsc::Receiver<String>>) {
+        let net = MaelstromNet::new(
+            nodes,
+            NetOptions {
+                latency_ms: 0.0,
+                latency_dist: LatencyDist::Constant,
+                seed: 1,
+            },
+        );
+        let rxs = (0..nodes)
+            .map(|i| {
+                let (tx, rx) = mpsc::channel();
+                net.set_inbox(i, Some(tx));
+                rx
+            })
+            .collect();
+        (net, rxs)
+    }
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn routes_between_nodes_and_drops_across_a_cut() {
+        let (net, rx) = net(2);
+        net.on_node_line(0, 1, r#"{"src":"n1","dest":"n2","body":{"type":"gossip"}}"#);
+        assert!(rx[1].try_recv().unwrap().contains("gossip"));
+        let mut f = NetFaults::new();
+        f.cut(0, 1, CutMode::Blackhole);
+        net.apply(&f).unwrap();
+        net.on_node_line(0, 2, r#"{"src":"n1","dest":"n2","body":{"type":"gossip"}}"#);
+        assert!(rx[1].try_recv().is_err());
+        let s = net.stats();
+        assert_eq!((s.server_messages, s.dropped_partition), (2, 1));
+        assert!(net.fatal().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_reply_reaches_its_client_and_a_stranger_reply_is_fatal() {
+        let (net, rx) = net(1);
+        let c = net.new_client_id();
+        let reply = net.request(&c, 0, body(json!({"type":"echo","msg_id":1,"echo":"x"})));
+        assert!(rx[0].try_recv().unwrap().contains("\"echo\""));
+        net.on_node_line(0, 1, &format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":1,"echo":"x"}}}}"#));
+        assert_eq!(reply.await.unwrap()["echo"], "x");
+        // A second (late, duplicate) reply to a request that was sent is tolerated.
+        net.on_node_line(
+            0,
+            2,
+            &format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":1}}}}"#),
+        );
+        assert!(net.fatal().is_none());
+        net.on_node_line(
+            0,
+            3,
+            &format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":9}}}}"#),
+        );
+        let why = net.fatal().unwrap();
+        assert!(
+            why.contains("node n1 stdout line 3") && why.contains("msg_id 9"),
+            "{why}"
+        );
+        assert!(net.aborted().is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn unreadable_lines_and_forged_senders_are_fatal_with_the_line() {
+        let (net, _rx) = net(2);
+        net.on_node_line(1, 7, "not json");
+        let why = net.fatal().unwrap();
+        assert!(
+            why.starts_with("node n2 stdout line 7: expected a JSON message"),
+            "{why}"
+        );
+        let (net, _rx) = super::tests::net(2);
+        net.on_node_line(1, 1, r#"{"src":"n1","dest":"n2","body":{"type":"x"}}"#);
+        assert!(net
+            .fatal()
+            .unwrap()
+            .contains("src is \"n1\", expected \"n2\""));
+    }
+
+    #[tokio::test]
+    async fn services_answer_the_node_that_asked() {
+        let (net, rx) = net(1);
+        net.on_node_line(
+            0,
+            1,
+            r#"{"src":"n1","dest":"lin-tso","body":{"type":"ts","msg_id":4}}"#,
+        );
+        let line = rx[0].try_recv().unwrap();
+        let m = parse_line(&line).unwrap();
+        assert_eq!(
+            (m.src.as_str(), m.kind(), m.in_reply_to()),
+            ("lin-tso", "ts_ok", Some(4))
+        );
+    }
+
+    #[tokio::test]
+    async fn lossy_links_lose_about_their_fraction() {
+        let (net, rx) = net(2);
+        let mut f = NetFaults::new();
+        f.flow_mut(0, 1).loss = 0.5;
+        net.apply(&f).unwrap();
+        for n in 0..1000 {
+            net.on_node_line(0, n, r#"{"src":"n1","dest":"n2","body":{"type":"g"}}"#);
+        }
+        let got = rx[1].try_iter().count();
+        assert!((350..650).contains(&got), "{got} of 1000 arrived");
+        assert_eq!(net.stats().dropped_loss as usize, 1000 - got);
+    }
+}

@@ -1,0 +1,179 @@
+//! Maelstrom's wire format: newline-delimited JSON messages `{"src", "dest", "body"}` whose
+//! body has a `type`, and optionally `msg_id` and `in_reply_to` (Maelstrom's
+//! `doc/protocol.md`), and its error codes with their definite / indefinite meaning.
+
+use serde_json::{Map, Value};
+
+/// One message as a node wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Sender: a node (`n1`..), a client (`c1`..) or a service (`lin-kv`..).
+    pub src: String,
+    /// Receiver.
+    pub dest: String,
+    /// The payload; always has a string `type`.
+    pub body: Map<String, Value>,
+}
+
+impl Message {
+    /// Builds a message.
+    pub fn new(src: impl Into<String>, dest: impl Into<String>, body: Map<String, Value>) -> Self {
+        Message {
+            src: src.into(),
+            dest: dest.into(),
+            body,
+        }
+    }
+
+    /// The body's `type`.
+    pub fn kind(&self) -> &str {
+        self.body.get("type").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The body's `in_reply_to`, if it is an integer.
+    pub fn in_reply_to(&self) -> Option<u64> {
+        self.body.get("in_reply_to").and_then(Value::as_u64)
+    }
+
+    /// The body's `msg_id`, if it is an integer.
+    pub fn msg_id(&self) -> Option<u64> {
+        self.body.get("msg_id").and_then(Value::as_u64)
+    }
+
+    /// The message as one line of JSON (no newline).
+    pub fn to_line(&self) -> String {
+        let mut m = Map::new();
+        m.insert("src".into(), Value::String(self.src.clone()));
+        m.insert("dest".into(), Value::String(self.dest.clone()));
+        m.insert("body".into(), Value::Object(self.body.clone()));
+        Value::Object(m).to_string()
+    }
+}
+
+/// Parses one line a node wrote; the error says what was expected.
+pub fn parse_line(line: &str) -> Result<Message, String> {
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| format!("expected a JSON message object, got invalid JSON ({e})"))?;
+    let Value::Object(mut m) = v else {
+        return Err("expected a JSON object {\"src\", \"dest\", \"body\"}".into());
+    };
+    let mut field = |name: &str| match m.remove(name) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(format!("expected \"{name}\" to be a string, got {other}")),
+        None => Err(format!("expected the message to have \"{name}\"")),
+    };
+    let (src, dest) = (field("src")?, field("dest")?);
+    let body = match m.remove("body") {
+        Some(Value::Object(b)) => b,
+        Some(other) => return Err(format!("expected \"body\" to be an object, got {other}")),
+        None => return Err("expected the message to have \"body\"".into()),
+    };
+    match body.get("type") {
+        Some(Value::String(_)) => {}
+        Some(other) => return Err(format!("expected body.type to be a string, got {other}")),
+        None => return Err("expected the body to have a \"type\"".into()),
+    }
+    for key in ["msg_id", "in_reply_to"] {
+        if let Some(v) = body.get(key) {
+            if !v.is_u64() {
+                return Err(format!(
+                    "expected body.{key} to be a non-negative integer, got {v}"
+                ));
+            }
+        }
+    }
+    Ok(Message { src, dest, body })
+}
+
+/// Maelstrom's error codes: `(code, name, definite)`. Codes 0 (timeout) and 13 (crash)
+/// are indefinite: the operation may have happened. Codes a node invents (1000 and up)
+/// are taken as definite, as Maelstrom does.
+pub const ERROR_CODES: &[(i64, &str, bool)] = &[
+    (0, "timeout", false),
+    (1, "node-not-found", true),
+    (10, "not-supported", true),
+    (11, "temporarily-unavailable", true),
+    (12, "malformed-request", true),
+    (13, "crash", false),
+    (14, "abort", true),
+    (20, "key-does-not-exist", true),
+    (21, "key-already-exists", true),
+    (22, "precondition-failed", true),
+    (30, "txn-conflict", true),
+];
+
+/// Whether an error with this code means the operation definitely did not happen.
+pub fn is_definite(code: i64) -> bool {
+    ERROR_CODES
+        .iter()
+        .find(|(c, _, _)| *c == code)
+        .is_none_or(|(_, _, definite)| *definite)
+}
+
+/// Maelstrom's name of an error code (`error-CODE` for codes it does not define).
+pub fn error_name(code: i64) -> String {
+    ERROR_CODES
+        .iter()
+        .find(|(c, _, _)| *c == code)
+        .map(|(_, n, _)| n.to_string())
+        .unwrap_or_else(|| format!("error-{code}"))
+}
+
+/// An error reply body.
+pub fn error_body(in_reply_to: Option<u64>, code: i64, text: &str) -> Map<String, Value> {
+    let mut b = Map::new();
+    b.insert("type".into(), "error".into());
+    if let Some(id) = in_reply_to {
+        b.insert("in_reply_to".into(), id.into());
+    }
+    b.insert("code".into(), code.into());
+    b.insert("text".into(), text.into());
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_message_and_writes_it_back() {
+        let line =
+            r#"{"src":"n1","dest":"c2","body":{"type":"echo_ok","in_reply_to":3,"echo":"x"}}"#;
+        let m = parse_line(line).unwrap();
+        assert_eq!(
+            (m.src.as_str(), m.dest.as_str(), m.kind()),
+            ("n1", "c2", "echo_ok")
+        );
+        assert_eq!(m.in_reply_to(), Some(3));
+        assert_eq!(parse_line(&m.to_line()).unwrap(), m);
+    }
+
+    #[test]
+    fn says_what_was_expected() {
+        for (line, want) in [
+            ("hello", "invalid JSON"),
+            ("[1]", "JSON object"),
+            (r#"{"dest":"n1","body":{"type":"x"}}"#, "\"src\""),
+            (
+                r#"{"src":"n1","dest":"n2","body":3}"#,
+                "\"body\" to be an object",
+            ),
+            (r#"{"src":"n1","dest":"n2","body":{}}"#, "\"type\""),
+            (
+                r#"{"src":"n1","dest":"n2","body":{"type":"x","msg_id":-1}}"#,
+                "msg_id to be a non-negative integer",
+            ),
+        ] {
+            let e = parse_line(line).unwrap_err();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn only_timeout_and_crash_are_indefinite() {
+        assert!(!is_definite(0) && !is_definite(13));
+        assert!(is_definite(11) && is_definite(20) && is_definite(22) && is_definite(1005));
+        assert_eq!(error_name(22), "precondition-failed");
+        assert_eq!(error_name(1005), "error-1005");
+    }
+}

@@ -1,0 +1,335 @@
+//! Maelstrom's workloads (`doc/workloads.md`): the requests clients send, how each reply
+//! becomes an op's completion, and the splitbrain checkers that judge the history.
+//!
+//! | workload | requests | checkers |
+//! |---|---|---|
+//! | `echo` | `echo` | echo (every payload came back) |
+//! | `unique-ids` | `generate` | unique-ids |
+//! | `broadcast` | `topology` (once), `broadcast`, `read` | convergence (set) + set-full: every acknowledged message read everywhere after the heal, stale reads and time to visibility |
+//! | `g-set` | `add`, `read` | convergence (set) + set-full |
+//! | `g-counter`, `pn-counter` | `add` (delta), `read` | convergence (counter): final reads agree and lie between the acknowledged and the possible sums |
+//! | `lin-kv` | `read`, `write`, `cas` per key | linearizability (cas-register per key) |
+//! | `txn-list-append`, `txn-rw-register` | `txn` | Elle at `--consistency-model` |
+
+use crate::check::CheckOptions;
+use crate::target::Invocation;
+use crate::workload::{
+    eventual::checkers_for, register, txn, OpGenerator, Workload, WorkloadOptions,
+};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Map, Value};
+use splitbrain_checkers::eventual::{ConvergenceChecker, EventualDataType, SetFullChecker};
+use splitbrain_checkers::jepsen::{echo::EchoChecker, unique_ids::UniqueIdsChecker};
+use splitbrain_checkers::Checker;
+
+/// One of Maelstrom's workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaelstromWorkload {
+    /// `echo`.
+    Echo,
+    /// `unique-ids`.
+    UniqueIds,
+    /// `broadcast`.
+    Broadcast,
+    /// `g-set`.
+    GSet,
+    /// `g-counter`.
+    GCounter,
+    /// `pn-counter`.
+    PnCounter,
+    /// `lin-kv`.
+    LinKv,
+    /// `txn-list-append`.
+    TxnListAppend,
+    /// `txn-rw-register`.
+    TxnRwRegister,
+}
+
+/// Every workload with its `--workload` name.
+pub const WORKLOADS: &[(&str, MaelstromWorkload)] = &[
+    ("echo", MaelstromWorkload::Echo),
+    ("unique-ids", MaelstromWorkload::UniqueIds),
+    ("broadcast", MaelstromWorkload::Broadcast),
+    ("g-set", MaelstromWorkload::GSet),
+    ("g-counter", MaelstromWorkload::GCounter),
+    ("pn-counter", MaelstromWorkload::PnCounter),
+    ("lin-kv", MaelstromWorkload::LinKv),
+    ("txn-list-append", MaelstromWorkload::TxnListAppend),
+    ("txn-rw-register", MaelstromWorkload::TxnRwRegister),
+];
+
+/// What a reply made of an op.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `ok` with this value.
+    Ok(Value),
+    /// A Maelstrom error: definite (`fail`) or not (`info`).
+    Error {
+        /// The error code.
+        code: i64,
+        /// Whether the op definitely did not happen.
+        definite: bool,
+        /// `{code, name, text}` for the history.
+        error: Value,
+    },
+    /// The reply broke the workload's schema: a protocol violation.
+    Malformed(String),
+}
+
+impl MaelstromWorkload {
+    /// Looks a workload up by its `--workload` name.
+    pub fn parse(name: &str) -> Option<MaelstromWorkload> {
+        WORKLOADS.iter().find(|(n, _)| *n == name).map(|(_, w)| *w)
+    }
+
+    /// Its `--workload` name.
+    pub fn name(self) -> &'static str {
+        WORKLOADS
+            .iter()
+            .find(|(_, w)| *w == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    /// Whether the nodes get a `topology` message after `init`.
+    pub fn wants_topology(self) -> bool {
+        self == MaelstromWorkload::Broadcast
+    }
+
+    /// The request body (without `msg_id`) for an invocation.
+    pub fn request(self, inv: &Invocation) -> Map<String, Value> {
+        use MaelstromWorkload::*;
+        let key = inv.key.clone().unwrap_or(Value::Null);
+        let body = match (self, inv.f.as_str()) {
+            (Echo, _) => json!({"type": "echo", "echo": inv.value}),
+            (UniqueIds, _) => json!({"type": "generate"}),
+            (Broadcast, "add") => json!({"type": "broadcast", "message": inv.value}),
+            (GSet, "add") => json!({"type": "add", "element": inv.value}),
+            (GCounter | PnCounter, "add") => json!({"type": "add", "delta": inv.value}),
+            (Broadcast | GSet | GCounter | PnCounter, _) => json!({"type": "read"}),
+            (LinKv, "read") => json!({"type": "read", "key": key}),
+            (LinKv, "write") => json!({"type": "write", "key": key, "value": inv.value}),
+            (LinKv, _) => {
+                json!({"type": "cas", "key": key, "from": inv.value[0], "to": inv.value[1]})
+            }
+            (TxnListAppend | TxnRwRegister, _) => json!({"type": "txn", "txn": inv.value}),
+        };
+        match body {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    /// What a reply body means for the invocation it answers.
+    pub fn reply(self, inv: &Invocation, body: &Map<String, Value>) -> Reply {
+        use MaelstromWorkload::*;
+        let kind = body.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "error" {
+            let code = body.get("code").and_then(Value::as_i64).unwrap_or(-1);
+            // A lin-kv read of a key nobody wrote observes "no value": the register's nil.
+            if self == LinKv && inv.f == "read" && code == 20 {
+                return Reply::Ok(Value::Null);
+            }
+            return Reply::Error {
+                code,
+                definite: super::protocol::is_definite(code),
+                error: json!({
+                    "code": code,
+                    "name": super::protocol::error_name(code),
+                    "text": body.get("text").cloned().unwrap_or(Value::Null),
+                }),
+            };
+        }
+        let want = match self.request(inv).get("type").and_then(Value::as_str) {
+            Some(t) => format!("{t}_ok"),
+            None => String::new(),
+        };
+        if kind != want {
+            return Reply::Malformed(format!(
+                "expected a {want} or error reply, got type {kind:?}"
+            ));
+        }
+        let field = |name: &str| match body.get(name) {
+            Some(v) => Reply::Ok(v.clone()),
+            None => Reply::Malformed(format!("expected {want} to carry \"{name}\"")),
+        };
+        match (self, inv.f.as_str()) {
+            (Echo, _) => field("echo"),
+            (UniqueIds, _) => field("id"),
+            (Broadcast, "read") => field("messages"),
+            (GSet | GCounter | PnCounter | LinKv, "read") => field("value"),
+            (TxnListAppend | TxnRwRegister, _) => field("txn"),
+            _ => Reply::Ok(inv.value.clone()),
+        }
+    }
+}
+
+impl Workload for MaelstromWorkload {
+    fn name(&self) -> &'static str {
+        MaelstromWorkload::name(*self)
+    }
+
+    fn description(&self) -> &'static str {
+        use MaelstromWorkload::*;
+        match self {
+            Echo => "Maelstrom echo: every payload comes back",
+            UniqueIds => "Maelstrom unique-ids: generate ids, none twice",
+            Broadcast => {
+                "Maelstrom broadcast: every acknowledged message read everywhere after the heal"
+            }
+            GSet => "Maelstrom g-set: a grow-only set that converges",
+            GCounter => "Maelstrom g-counter: final reads equal the sum of the increments",
+            PnCounter => "Maelstrom pn-counter: final reads equal the sum of the deltas",
+            LinKv => "Maelstrom lin-kv: linearizable read/write/cas per key",
+            TxnListAppend => "Maelstrom txn-list-append: Elle list-append transactions",
+            TxnRwRegister => "Maelstrom txn-rw-register: Elle rw-register transactions",
+        }
+    }
+
+    fn generator(&self, opts: WorkloadOptions) -> Box<dyn OpGenerator> {
+        use MaelstromWorkload::*;
+        match self {
+            LinKv => register::RegisterWorkload.generator(opts),
+            TxnListAppend => txn::ListAppendWorkload.generator(opts),
+            TxnRwRegister => txn::RwRegisterWorkload.generator(opts),
+            other => Box::new(KeylessGenerator {
+                workload: *other,
+                next: 0,
+            }),
+        }
+    }
+
+    fn checkers(&self, check: &CheckOptions) -> anyhow::Result<Vec<Box<dyn Checker>>> {
+        use MaelstromWorkload::*;
+        Ok(match self {
+            Echo => vec![Box::new(EchoChecker)],
+            UniqueIds => vec![Box::new(UniqueIdsChecker)],
+            Broadcast | GSet => vec![
+                Box::new(ConvergenceChecker::new(EventualDataType::Set)),
+                Box::new(SetFullChecker),
+            ],
+            // Maelstrom judges counters by their final reads only: reads during the run may lag.
+            GCounter | PnCounter => {
+                let mut c = checkers_for(EventualDataType::Counter);
+                c.truncate(1);
+                c
+            }
+            LinKv => register::RegisterWorkload.checkers(check)?,
+            TxnListAppend => txn::ListAppendWorkload.checkers(check)?,
+            TxnRwRegister => txn::RwRegisterWorkload.checkers(check)?,
+        })
+    }
+}
+
+/// The workloads on one unnamed object (Maelstrom's echo, ids, broadcast, sets, counters):
+/// half updates, half reads; elements unique across the run.
+struct KeylessGenerator {
+    workload: MaelstromWorkload,
+    next: u64,
+}
+
+impl OpGenerator for KeylessGenerator {
+    fn next_op(&mut self, rng: &mut ChaCha8Rng) -> Invocation {
+        use MaelstromWorkload::*;
+        self.next += 1;
+        let (f, value) = match self.workload {
+            Echo => ("echo", json!(format!("Please echo {}", self.next))),
+            UniqueIds => ("generate", Value::Null),
+            _ if rng.gen_bool(0.5) => ("read", Value::Null),
+            Broadcast | GSet => ("add", json!(self.next)),
+            GCounter => ("add", json!(rng.gen_range(1..=5))),
+            _ => {
+                let d: i64 = rng.gen_range(1..=5);
+                ("add", json!(if rng.gen_bool(0.5) { d } else { -d }))
+            }
+        };
+        Invocation {
+            f: f.into(),
+            key: None,
+            value,
+        }
+    }
+
+    fn final_reads(&self) -> Vec<Invocation> {
+        use MaelstromWorkload::*;
+        match self.workload {
+            Broadcast | GSet | GCounter | PnCounter => vec![Invocation {
+                f: "read".into(),
+                key: None,
+                value: Value::Null,
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    fn final_reads_per_replica(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(f: &str, key: Option<Value>, value: Value) -> Invocation {
+        Invocation {
+            f: f.into(),
+            key,
+            value,
+        }
+    }
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn requests_have_maelstrom_shapes() {
+        let w = MaelstromWorkload::LinKv;
+        let cas = w.request(&inv("cas", Some(json!(3)), json!([1, 2])));
+        assert_eq!(
+            Value::Object(cas),
+            json!({"type":"cas","key":3,"from":1,"to":2})
+        );
+        let b = MaelstromWorkload::Broadcast.request(&inv("add", None, json!(7)));
+        assert_eq!(Value::Object(b), json!({"type":"broadcast","message":7}));
+        let c = MaelstromWorkload::PnCounter.request(&inv("add", None, json!(-2)));
+        assert_eq!(Value::Object(c), json!({"type":"add","delta":-2}));
+    }
+
+    #[test]
+    fn replies_become_completions_with_maelstrom_error_meanings() {
+        let w = MaelstromWorkload::LinKv;
+        let read = inv("read", Some(json!(1)), Value::Null);
+        assert_eq!(
+            w.reply(&read, &body(json!({"type":"read_ok","value":4}))),
+            Reply::Ok(json!(4))
+        );
+        assert_eq!(
+            w.reply(&read, &body(json!({"type":"error","code":20}))),
+            Reply::Ok(Value::Null)
+        );
+        let cas = inv("cas", Some(json!(1)), json!([1, 2]));
+        assert!(matches!(
+            w.reply(&cas, &body(json!({"type":"error","code":22}))),
+            Reply::Error { definite: true, .. }
+        ));
+        assert!(matches!(
+            w.reply(&cas, &body(json!({"type":"error","code":0}))),
+            Reply::Error {
+                definite: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            w.reply(&cas, &body(json!({"type":"read_ok"}))),
+            Reply::Malformed(_)
+        ));
+        let r = MaelstromWorkload::Broadcast.reply(
+            &inv("read", None, Value::Null),
+            &body(json!({"type":"read_ok"})),
+        );
+        assert!(matches!(r, Reply::Malformed(m) if m.contains("\"messages\"")));
+    }
+}
