@@ -6,6 +6,7 @@
 
 pub mod bayou;
 pub mod ddp;
+pub mod exec;
 pub mod kv;
 pub mod txn;
 
