@@ -113,6 +113,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
     TestSpec {
         name: name.to_string(),
         target: "kv".into(),
+        target_spec: None,
         workload: "register".into(),
         nemesis: Vec::new(),
         nemesis_interval_s: 10.0,

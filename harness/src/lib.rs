@@ -28,4 +28,5 @@ pub mod spec;
 pub mod store;
 pub mod suite;
 pub mod target;
+pub(crate) mod text;
 pub mod workload;

@@ -11,6 +11,10 @@ pub struct TestSpec {
     pub name: String,
     /// `--target`.
     pub target: String,
+    /// `--target-spec`: the spec file of an `exec` target (absolute). Absent otherwise and
+    /// in older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_spec: Option<PathBuf>,
     /// `--workload`.
     pub workload: String,
     /// Fault kinds (`--nemesis`), empty for none.

@@ -342,6 +342,8 @@ fn list_names_targets_workloads_models_and_bugs() {
         "stale-read",
         "partition",
         "strict-serializable",
+        "exec",
+        "docs/http-contract.md",
     ] {
         assert!(text.contains(word), "list lacks {word}:\n{text}");
     }

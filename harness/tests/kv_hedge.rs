@@ -22,6 +22,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
     let spec = TestSpec {
         name: "kv-hedge".into(),
         target: "kv".into(),
+        target_spec: None,
         workload: "register".into(),
         nemesis: Vec::new(),
         nemesis_interval_s: 10.0,

@@ -12,6 +12,14 @@ pub(crate) fn list_text() -> String {
             out.push_str(&format!("    bug {:<22} {}\n", b.name, b.description));
         }
     }
+    // `exec` is not in `target::all()`: it is whatever server its spec file describes.
+    out.push_str(&format!(
+        "  {:<24} {}\n",
+        "exec",
+        "any server following docs/http-contract.md: --target exec --target-spec FILE.toml \
+         (command template, workloads, read modes, bugs; e.g. targets/kv/exec.toml, \
+         targets/txn/exec.toml, examples/http-contract/python/register.toml)"
+    ));
     out.push_str("workloads:\n");
     for w in splitbrain::workload::all() {
         out.push_str(&format!("  {:<24} {}\n", w.name(), w.description()));

@@ -8,6 +8,7 @@ use splitbrain::maelstrom::net::LatencyDist;
 use splitbrain::maelstrom::workloads::{MaelstromWorkload, WORKLOADS};
 use splitbrain::maelstrom::{absolute_bin, run_maelstrom_test, MaelstromSpec, TOPOLOGIES};
 use splitbrain::spec::TestSpec;
+use splitbrain::target::exec::ExecTarget;
 use splitbrain_reports::summary_table;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,9 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Args, Debug)]
 pub(crate) struct TestArgs {
-    /// The system under test.
+    /// The system under test (`exec`: any server following docs/http-contract.md, given
+    /// by --target-spec).
     #[arg(long, default_value = "kv")]
     target: String,
+    /// With `--target exec`: the TOML file that says how to start the server and what it
+    /// serves (docs/http-contract.md).
+    #[arg(long)]
+    target_spec: Option<PathBuf>,
     /// What the clients do.
     #[arg(long, default_value = "register")]
     workload: String,
@@ -146,12 +152,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     if a.target == "maelstrom" {
         return prepare_maelstrom(a);
     }
-    let Some(target) = splitbrain::target::by_name(&a.target) else {
-        return Err(usage(format!(
-            "unknown target {:?}; `splitbrain list` shows them",
-            a.target
-        )));
-    };
+    let (target, target_spec) = resolve_target(a)?;
     let Some(workload) = splitbrain::workload::by_name(&a.workload) else {
         return Err(usage(format!(
             "unknown workload {:?}; `splitbrain list` shows them",
@@ -187,7 +188,8 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     workload
         .checkers(&check)
         .map_err(|e| usage(format!("{e:#}")))?;
-    let spec = common_spec(a, None)?;
+    let mut spec = common_spec(a, None)?;
+    spec.target_spec = target_spec;
     Ok(PreparedTest {
         spec,
         target: PreparedTarget::Networked(target),
@@ -282,6 +284,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
             .clone()
             .unwrap_or_else(|| format!("{}-{}", a.target, a.workload)),
         target: a.target.clone(),
+        target_spec: None,
         workload: a.workload.clone(),
         nemesis,
         nemesis_interval_s: a.nemesis_interval,
@@ -308,6 +311,43 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         version: env!("CARGO_PKG_VERSION").to_string(),
         maelstrom,
     })
+}
+
+/// The target `--target` names, and for `exec` the absolute path of its spec file (kept
+/// in test.json, so the run repeats from any directory). A bad spec is a usage error.
+fn resolve_target(
+    a: &TestArgs,
+) -> anyhow::Result<(
+    std::sync::Arc<dyn splitbrain::target::Target>,
+    Option<PathBuf>,
+)> {
+    if a.target == "exec" {
+        let Some(path) = &a.target_spec else {
+            return Err(usage(
+                "--target exec needs --target-spec FILE.toml (see docs/http-contract.md)",
+            ));
+        };
+        let t = ExecTarget::from_file(path).map_err(|e| usage(e.to_string()))?;
+        let faults = a.nemesis.split(',').map(str::trim);
+        if !t.serves_clock() && faults.clone().any(|f| f == "clock") {
+            return Err(usage(format!(
+                "--nemesis clock needs POST /admin/clock, which the target spec {} does not declare (clock = true)",
+                path.display()
+            )));
+        }
+        let stored = t.path().to_path_buf();
+        return Ok((std::sync::Arc::new(t), Some(stored)));
+    }
+    if a.target_spec.is_some() {
+        return Err(usage("--target-spec goes with --target exec"));
+    }
+    match splitbrain::target::by_name(&a.target) {
+        Some(t) => Ok((t, None)),
+        None => Err(usage(format!(
+            "unknown target {:?}; `splitbrain list` shows them",
+            a.target
+        ))),
+    }
 }
 
 /// Runs a prepared test; Ctrl-C (or `cancel`) stops its clients, heals and tears down.

@@ -14,10 +14,15 @@
 //! checkers = ["linearizable"]
 //! min_detect = "2/3"
 //! matrix = { nodes = [3, 5] }   # one cell per value (cartesian product over keys)
+//! [[cell]]
+//! target = "exec"
+//! target_spec = "examples/http-contract/python/register.toml"   # any server, its spec
+//! expect = "valid"
 //! ```
 
 use super::expect::{Expectation, ExpectedVerdict, MinDetect};
 use super::SuiteError;
+use crate::text::line_of;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use toml::Spanned;
@@ -55,6 +60,9 @@ pub struct Cell {
 pub struct CellOptions {
     /// `--target`.
     pub target: String,
+    /// `--target-spec` (an `exec` target's spec file, as written: relative paths are
+    /// taken from the directory the suite runs in).
+    pub target_spec: Option<String>,
     /// `--workload` (the target's default when absent).
     pub workload: Option<String>,
     /// `--read-mode` (for txn, the isolation level).
@@ -89,6 +97,7 @@ impl CellOptions {
                 out.push(v);
             }
         };
+        push("--target-spec", self.target_spec.clone());
         push("--workload", self.workload.clone());
         push("--read-mode", self.read_mode.clone());
         push("--nodes", self.nodes.map(|v| v.to_string()));
@@ -155,6 +164,7 @@ impl Cell {
 struct CellDef {
     name: Option<String>,
     target: Option<String>,
+    target_spec: Option<String>,
     workload: Option<String>,
     read_mode: Option<String>,
     nodes: Option<usize>,
@@ -181,6 +191,7 @@ impl CellDef {
         CellDef {
             name: self.name.or(u.name),
             target: self.target.or(u.target),
+            target_spec: self.target_spec.or(u.target_spec),
             workload: self.workload.or(u.workload),
             read_mode: self.read_mode.or(u.read_mode),
             nodes: self.nodes.or(u.nodes),
@@ -356,6 +367,7 @@ fn build_cell(
         line,
         options: CellOptions {
             target,
+            target_spec: def.target_spec,
             workload: def.workload,
             read_mode: def.read_mode,
             nodes: def.nodes,
@@ -376,15 +388,6 @@ fn build_cell(
             min_detect: def.min_detect,
         },
     })
-}
-
-/// 1-based line of byte offset `pos`.
-fn line_of(text: &str, pos: usize) -> usize {
-    text.as_bytes()[..pos.min(text.len())]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
 }
 
 #[cfg(test)]

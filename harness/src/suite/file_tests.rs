@@ -114,6 +114,18 @@ fn expands_a_cell_into_test_arguments() {
     );
 }
 
+#[test]
+fn an_exec_cell_passes_its_target_spec() {
+    let text =
+        "[[cell]]\ntarget = \"exec\"\ntarget_spec = \"my/server.toml\"\nexpect = \"valid\"\n";
+    let s = parse_suite(text, "exec.toml", "x").unwrap();
+    assert_eq!(s.cells[0].name, "exec/correct");
+    assert_eq!(
+        s.cells[0].flags_line(),
+        "--target exec --target-spec my/server.toml"
+    );
+}
+
 fn err(text: &str) -> String {
     parse_suite(text, "bad.toml", "x").unwrap_err().to_string()
 }

@@ -27,7 +27,7 @@ const OPS_PER_REPLICA: u64 = 2;
 /// Anti-entropy interval the harness starts nodes with (milliseconds).
 const ANTI_ENTROPY_MS: u64 = 100;
 
-const BUGS: &[BugInfo] = &[
+const BUGS: &[BugInfo<'static>] = &[
     BugInfo {
         name: "no-rollback",
         description: "applies writes in arrival order and never rolls back; replicas run the booking merge in different orders and their schedules diverge (fault: none needed; booking workload)",
@@ -60,14 +60,14 @@ impl Target for BayouTarget {
     fn binary_name(&self) -> &'static str {
         "splitbrain-bayou"
     }
-    fn bugs(&self) -> &'static [BugInfo] {
-        BUGS
+    fn bugs(&self) -> Vec<BugInfo<'_>> {
+        BUGS.to_vec()
     }
-    fn read_modes(&self) -> &'static [&'static str] {
-        &[]
+    fn read_modes(&self) -> Vec<&str> {
+        vec![]
     }
-    fn workloads(&self) -> &'static [&'static str] {
-        &["set", "booking", "counter"]
+    fn workloads(&self) -> Vec<&str> {
+        vec!["set", "booking", "counter"]
     }
 
     fn node_args(

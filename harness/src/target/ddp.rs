@@ -69,7 +69,7 @@ const STEP_TIMEOUT_MS: &str = "1000";
 /// fault class), so most single-node faults shrink the group.
 const SHRINK_AFTER_MS: &str = "500";
 
-const BUGS: &[BugInfo] = &[
+const BUGS: &[BugInfo<'static>] = &[
     BugInfo {
         name: "skip-allreduce",
         description: "rank 1 applies its local gradient instead of the average every 5th step; replicas diverge (ddp-replicas, ddp-reference) (fault: none needed)",
@@ -110,14 +110,14 @@ impl Target for DdpTarget {
     fn binary_name(&self) -> &'static str {
         "splitbrain-ddp"
     }
-    fn bugs(&self) -> &'static [BugInfo] {
-        BUGS
+    fn bugs(&self) -> Vec<BugInfo<'_>> {
+        BUGS.to_vec()
     }
-    fn read_modes(&self) -> &'static [&'static str] {
-        &["committed"]
+    fn read_modes(&self) -> Vec<&str> {
+        vec!["committed"]
     }
-    fn workloads(&self) -> &'static [&'static str] {
-        &["train"]
+    fn workloads(&self) -> Vec<&str> {
+        vec!["train"]
     }
 
     fn node_args(

@@ -21,7 +21,7 @@ use hedge::{HedgeState, ReadPolicy};
 /// The bundled sharded, replicated KV store.
 pub struct KvTarget;
 
-const BUGS: &[BugInfo] = &[
+const BUGS: &[BugInfo<'static>] = &[
     BugInfo {
         name: "stale-read",
         description: "leader serves reads without confirming leadership; a partitioned old leader returns stale values (fault: partition-leader, partition)",
@@ -58,14 +58,14 @@ impl Target for KvTarget {
     fn binary_name(&self) -> &'static str {
         "splitbrain-kv"
     }
-    fn bugs(&self) -> &'static [BugInfo] {
-        BUGS
+    fn bugs(&self) -> Vec<BugInfo<'_>> {
+        BUGS.to_vec()
     }
-    fn workloads(&self) -> &'static [&'static str] {
-        &["register", "append"]
+    fn workloads(&self) -> Vec<&str> {
+        vec!["register", "append"]
     }
-    fn read_modes(&self) -> &'static [&'static str] {
-        &[
+    fn read_modes(&self) -> Vec<&str> {
+        vec![
             "read-index",
             "log",
             "lease",
@@ -116,36 +116,52 @@ impl Target for KvTarget {
         http: &'a reqwest::Client,
         addrs: &'a [SocketAddr],
     ) -> BoxFuture<'a, Vec<usize>> {
-        Box::pin(async move {
-            let mut out = Vec::new();
-            for (i, addr) in addrs.iter().enumerate() {
-                if let Some(status) = fetch_status(http, *addr).await {
-                    let leads = status["shards"]
-                        .as_array()
-                        .is_some_and(|s| s.iter().any(|sh| sh["role"] == "leader"));
-                    if leads {
-                        out.push(i);
-                    }
-                }
-            }
-            out
-        })
+        Box::pin(status_leaders(http, addrs))
     }
 
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
-        Box::new(KvClient {
-            http: reqwest::Client::builder()
-                .pool_max_idle_per_host(4)
-                .build()
-                .unwrap_or_default(),
-            addrs: addrs.to_vec(),
-            home: home % addrs.len().max(1),
-            timeout: opts.op_timeout,
-            policy: ReadPolicy::for_mode(opts.read_mode.as_deref(), opts.hedge_delay),
-            leader: None,
-            hedge: HedgeState::new(addrs.len(), opts.hedge_delay),
-        })
+        kv_client(addrs, home, opts)
     }
+}
+
+/// A client of `POST /kv` (the bundled store's, and any `exec` target's that serves the
+/// `register` or `append` workload): leader-hint following, the read policy of
+/// `opts.read_mode`.
+pub(crate) fn kv_client(
+    addrs: &[SocketAddr],
+    home: usize,
+    opts: &TargetOptions,
+) -> Box<dyn Client> {
+    Box::new(KvClient {
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(4)
+            .build()
+            .unwrap_or_default(),
+        addrs: addrs.to_vec(),
+        home: home % addrs.len().max(1),
+        timeout: opts.op_timeout,
+        policy: ReadPolicy::for_mode(opts.read_mode.as_deref(), opts.hedge_delay),
+        leader: None,
+        hedge: HedgeState::new(addrs.len(), opts.hedge_delay),
+    })
+}
+
+/// The nodes (indices into `addrs`) whose `GET /status` says they lead some shard
+/// (`{"shards": [{"shard": S, "role": "leader"}, ...]}`); a node that does not answer
+/// leads nothing.
+pub(crate) async fn status_leaders(http: &reqwest::Client, addrs: &[SocketAddr]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        if let Some(status) = fetch_status(http, *addr).await {
+            let leads = status["shards"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|sh| sh["role"] == "leader"));
+            if leads {
+                out.push(i);
+            }
+        }
+    }
+    out
 }
 
 async fn fetch_status(http: &reqwest::Client, addr: SocketAddr) -> Option<Value> {
@@ -157,8 +173,9 @@ async fn fetch_status(http: &reqwest::Client, addr: SocketAddr) -> Option<Value>
     r.json::<Value>().await.ok()
 }
 
-/// True when some node reports a leader for every shard.
-async fn all_shards_led(http: &reqwest::Client, addrs: &[SocketAddr]) -> bool {
+/// True when every node answers `GET /status` and some node reports a leader for every
+/// shard.
+pub(crate) async fn all_shards_led(http: &reqwest::Client, addrs: &[SocketAddr]) -> bool {
     let mut led = std::collections::BTreeSet::new();
     let mut shards = 0usize;
     for addr in addrs {

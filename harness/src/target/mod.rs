@@ -6,6 +6,7 @@
 
 pub mod bayou;
 pub mod ddp;
+pub mod exec;
 pub mod kv;
 pub mod txn;
 
@@ -80,27 +81,33 @@ pub struct TargetOptions {
     pub workload: String,
 }
 
-/// A bug a target can be started with, for `splitbrain list` and validation.
+/// A bug a target can be started with, for `splitbrain list` and validation. Borrowed
+/// from the target: the bundled ones are constants, an `exec` target's come from its spec
+/// file.
 #[derive(Debug, Clone, Copy)]
-pub struct BugInfo {
+pub struct BugInfo<'a> {
     /// `--bug` name.
-    pub name: &'static str,
+    pub name: &'a str,
     /// What it breaks and which fault exposes it.
-    pub description: &'static str,
+    pub description: &'a str,
 }
 
 /// A system under test.
+///
+/// Names and lists are borrowed from the target rather than `'static`: an `exec` target
+/// reads them from its spec file at run time. (An impl may still return `&'static str`.)
 pub trait Target: Send + Sync {
     /// The `--target` name.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// One-line description.
-    fn description(&self) -> &'static str;
-    /// The node binary's file name (found beside the `splitbrain` binary or on PATH).
-    fn binary_name(&self) -> &'static str;
+    fn description(&self) -> &str;
+    /// The node binary's file name (found beside the `splitbrain` binary or on PATH), or
+    /// its path.
+    fn binary_name(&self) -> &str;
     /// The bugs it knows.
-    fn bugs(&self) -> &'static [BugInfo];
+    fn bugs(&self) -> Vec<BugInfo<'_>>;
     /// Read modes it knows (first is the default).
-    fn read_modes(&self) -> &'static [&'static str];
+    fn read_modes(&self) -> Vec<&str>;
     /// Command-line arguments for node `i`. `peer_addrs[j]` is where node `i` must dial
     /// node `j` (a proxy of the mesh); `peer_addrs[i]` is node i's own listen address.
     fn node_args(
@@ -113,7 +120,7 @@ pub trait Target: Send + Sync {
         opts: &TargetOptions,
     ) -> Vec<String>;
     /// Workloads its client can perform (`--workload` names).
-    fn workloads(&self) -> &'static [&'static str];
+    fn workloads(&self) -> Vec<&str>;
     /// True once the node at `addr` answers its health check. The default asks
     /// `GET /health`, which every bundled target serves.
     fn is_ready<'a>(&'a self, http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool> {
@@ -154,19 +161,7 @@ pub trait Target: Send + Sync {
         addr: SocketAddr,
         offset_ms: i64,
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let r = http
-                .post(format!("http://{addr}/admin/clock"))
-                .json(&serde_json::json!({ "offset_ms": offset_ms }))
-                .send()
-                .await
-                .map_err(|e| format!("set clock on {addr}: {e}"))?;
-            if r.status().is_success() {
-                Ok(())
-            } else {
-                Err(format!("set clock on {addr}: HTTP {}", r.status()))
-            }
-        })
+        Box::pin(post_clock_offset(http, addr, offset_ms))
     }
     /// A client for one process; `home` is the node it prefers.
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client>;
@@ -195,6 +190,26 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
 /// Looks a target up by name.
 pub fn by_name(name: &str) -> Option<std::sync::Arc<dyn Target>> {
     all().into_iter().find(|t| t.name() == name)
+}
+
+/// `POST /admin/clock {"offset_ms": N}`: how every bundled target (and an `exec` target
+/// that declares `clock = true`) lets the clock nemesis move its clock.
+pub(crate) async fn post_clock_offset(
+    http: &reqwest::Client,
+    addr: SocketAddr,
+    offset_ms: i64,
+) -> Result<(), String> {
+    let r = http
+        .post(format!("http://{addr}/admin/clock"))
+        .json(&serde_json::json!({ "offset_ms": offset_ms }))
+        .send()
+        .await
+        .map_err(|e| format!("set clock on {addr}: {e}"))?;
+    if r.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("set clock on {addr}: HTTP {}", r.status()))
+    }
 }
 
 /// The command-line arguments every bundled target takes (`targets/runtime` conventions):
@@ -268,8 +283,16 @@ pub(crate) async fn post_json(
 /// `--request-timeout-ms` for a node: the client's op timeout less `margin_ms` (at least
 /// 100 ms), so the node gives a definite answer before the client gives up.
 pub fn request_timeout_args(op_timeout: Duration, margin_ms: u128) -> [String; 2] {
-    let ms = op_timeout.as_millis().saturating_sub(margin_ms).max(100);
-    ["--request-timeout-ms".to_string(), ms.to_string()]
+    [
+        "--request-timeout-ms".to_string(),
+        request_timeout_ms(op_timeout, margin_ms).to_string(),
+    ]
+}
+
+/// The client's op timeout less `margin_ms`, at least 100 ms: how long a node may take to
+/// answer so that its answer still arrives before the client gives up.
+pub fn request_timeout_ms(op_timeout: Duration, margin_ms: u128) -> u128 {
+    op_timeout.as_millis().saturating_sub(margin_ms).max(100)
 }
 
 /// [`Target::wait_formed`] for targets that need nothing beyond every node answering its

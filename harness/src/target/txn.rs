@@ -49,7 +49,7 @@ fn in_doubt_timeout_ms(i: usize, op_timeout: Duration) -> u64 {
     }
 }
 
-const BUGS: &[BugInfo] = &[
+const BUGS: &[BugInfo<'static>] = &[
     BugInfo {
         name: "dirty-read",
         description: "reads ignore other transactions' locks and see their uncommitted writes; aborted and intermediate reads (G1a, G1b) (fault: none needed; list-append)",
@@ -78,14 +78,14 @@ impl Target for TxnTarget {
     fn binary_name(&self) -> &'static str {
         "splitbrain-txn"
     }
-    fn bugs(&self) -> &'static [BugInfo] {
-        BUGS
+    fn bugs(&self) -> Vec<BugInfo<'_>> {
+        BUGS.to_vec()
     }
-    fn read_modes(&self) -> &'static [&'static str] {
-        &["serializable", "read-committed"]
+    fn read_modes(&self) -> Vec<&str> {
+        vec!["serializable", "read-committed"]
     }
-    fn workloads(&self) -> &'static [&'static str] {
-        &["list-append", "rw-register", "bank"]
+    fn workloads(&self) -> Vec<&str> {
+        vec!["list-append", "rw-register", "bank"]
     }
 
     fn node_args(
@@ -136,16 +136,27 @@ impl Target for TxnTarget {
     }
 
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
-        Box::new(TxnClient {
-            http: reqwest::Client::builder()
-                .pool_max_idle_per_host(2)
-                .build()
-                .unwrap_or_default(),
-            addrs: addrs.to_vec(),
-            home: home % addrs.len().max(1),
-            timeout: opts.op_timeout,
-        })
+        txn_client(addrs, home, opts)
     }
+}
+
+/// A client of `POST /txn` (the bundled database's, and any `exec` target's that serves
+/// `list-append`, `rw-register` or `bank`): the home node first, the next one when a
+/// connection is refused.
+pub(crate) fn txn_client(
+    addrs: &[SocketAddr],
+    home: usize,
+    opts: &TargetOptions,
+) -> Box<dyn Client> {
+    Box::new(TxnClient {
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(2)
+            .build()
+            .unwrap_or_default(),
+        addrs: addrs.to_vec(),
+        home: home % addrs.len().max(1),
+        timeout: opts.op_timeout,
+    })
 }
 
 struct TxnClient {

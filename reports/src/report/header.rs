@@ -43,6 +43,7 @@ pub fn repeat_command(test: &Value) -> String {
         }
     };
     flag("target", text(&test["target"]));
+    flag("target-spec", text(&test["target_spec"]));
     flag("workload", text(&test["workload"]));
     let faults = list(&test["nemesis"]);
     match text(&test["nemesis_plan"]) {
@@ -203,5 +204,12 @@ mod tests {
              --hedge-delay-ms 2 --seed 42"
         );
         assert_eq!(shell_word("a b'c"), r"'a b'\''c'");
+        let t = json!({"target": "exec", "target_spec": "/x/kv.toml", "workload": "register",
+            "nemesis": [], "seed": 1});
+        assert_eq!(
+            repeat_command(&t),
+            "splitbrain test --target exec --target-spec /x/kv.toml --workload register \
+             --nemesis none --seed 1"
+        );
     }
 }
