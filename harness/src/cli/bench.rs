@@ -9,8 +9,9 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
     /// `controller`, `linearizable`, `elle`, `set` (set checkers on a 1M-op history),
-    /// `converge` (Bayou convergence time after a heal) or `tail` (KV read policies'
-    /// tail latency under slow-server faults).
+    /// `converge` (Bayou convergence time after a heal), `tail` (KV read policies'
+    /// tail latency under slow-server faults) or `maelstrom` (the simulated network:
+    /// routing alone, and round trips through an echo node, `--bin`).
     what: String,
     /// Client processes (controller bench).
     #[arg(long, default_value_t = 64)]
@@ -27,6 +28,9 @@ pub(crate) struct BenchArgs {
     /// Seconds per cell (tail bench).
     #[arg(long, default_value_t = 10.0)]
     cell_seconds: f64,
+    /// The echo node for the maelstrom bench (any Maelstrom echo program).
+    #[arg(long, default_value = "examples/maelstrom/js/echo.js")]
+    bin: PathBuf,
 }
 
 pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
@@ -85,8 +89,9 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             Ok(0)
         }
         "tail" => tail(a.cell_seconds),
+        "maelstrom" => maelstrom(&a),
         other => bail!(usage(format!(
-            "unknown benchmark {other:?}: controller, linearizable, elle, set, converge or tail"
+            "unknown benchmark {other:?}: controller, linearizable, elle, set, converge, tail or maelstrom"
         ))),
     }
 }
@@ -103,6 +108,44 @@ fn tail(cell_seconds: f64) -> anyhow::Result<u8> {
     let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);
     print!("{}", report?);
+    Ok(0)
+}
+
+/// `bench maelstrom`: routing alone, then round trips through a real echo node (Markdown).
+fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
+    use splitbrain::maelstrom::bench;
+    println!("| what | messages | seconds | messages/s | per message |");
+    println!("|---|---|---|---|---|");
+    let r = bench::routing_only(1_000_000);
+    println!(
+        "| routing only (node to node, 16-element gossip body) | {} | {:.2} | {:.0} | {:.0} ns |",
+        r.messages,
+        r.seconds,
+        r.per_sec(),
+        r.ns_per_msg()
+    );
+    if !a.bin.is_file() {
+        println!(
+            "| echo round trips | skipped: {} is not a file (--bin) | | | |",
+            a.bin.display()
+        );
+        return Ok(0);
+    }
+    let dir = tempfile_dir()?;
+    let rt = runtime()?;
+    for clients in [1, 10] {
+        let out = rt.block_on(bench::echo_round_trips(&a.bin, clients, a.seconds, &dir));
+        let (r, median) = out.map_err(|e| anyhow::anyhow!("echo bench: {e}"))?;
+        println!(
+            "| echo round trips, {clients} client(s), {} | {} | {:.2} | {:.0} | median round trip {:.3} ms |",
+            a.bin.display(),
+            r.messages,
+            r.seconds,
+            r.per_sec(),
+            median
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(0)
 }
 

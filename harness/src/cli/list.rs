@@ -20,6 +20,19 @@ pub(crate) fn list_text() -> String {
          (command template, workloads, read modes, bugs; e.g. targets/kv/exec.toml, \
          targets/txn/exec.toml, examples/http-contract/python/register.toml)"
     ));
+    // Nor is `maelstrom`: its nodes speak stdin/stdout through a network the harness simulates.
+    out.push_str(&format!(
+        "  {:<24} {}\n",
+        "maelstrom",
+        "any program speaking Maelstrom's protocol (JSON lines on stdin/stdout): --target \
+         maelstrom --bin PATH [--bin-arg ARG].. [--latency MS --latency-dist D --topology T]; \
+         services lin-kv, seq-kv, lww-kv, lin-tso; e.g. examples/maelstrom/"
+    ));
+    let names: Vec<&str> = splitbrain::maelstrom::workloads::WORKLOADS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    out.push_str(&format!("    workloads: {}\n", names.join(", ")));
     out.push_str("workloads:\n");
     for w in splitbrain::workload::all() {
         out.push_str(&format!("  {:<24} {}\n", w.name(), w.description()));

@@ -23,6 +23,7 @@
 //! A protocol violation by a node ends the run with exit code 4 and names the node and the
 //! line.
 
+pub mod bench;
 pub mod client;
 pub mod net;
 pub mod nodes;

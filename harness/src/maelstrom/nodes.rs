@@ -199,8 +199,10 @@ impl MaelstromNodes {
     /// Kills every node (SIGKILL) and reaps it. Idempotent.
     pub fn teardown(&self) {
         for i in 0..self.procs.len() {
-            self.net.set_inbox(i, None);
+            // The child first: closing its stdin makes a node exit, which must not look
+            // like an exit of its own to the reader thread.
             let child = lock(&self.procs[i]).child.take();
+            self.net.set_inbox(i, None);
             if let Some(mut c) = child {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -300,8 +302,9 @@ impl ClusterControl for MaelstromNodes {
     }
 
     async fn kill(&self, i: usize) -> Result<(), NemesisError> {
-        self.net.set_inbox(i, None);
+        // As in teardown: the child first, then its stdin.
         let child = lock(&self.procs[i]).child.take();
+        self.net.set_inbox(i, None);
         if let Some(mut c) = child {
             c.kill()?;
             let _ = c.wait();

@@ -44,6 +44,16 @@ pub fn repeat_command(test: &Value) -> String {
     };
     flag("target", text(&test["target"]));
     flag("target-spec", text(&test["target_spec"]));
+    let m = &test["maelstrom"];
+    flag("bin", text(&m["bin"]));
+    for arg in list(&m["bin_args"]) {
+        flag("bin-arg", Some(arg));
+    }
+    if m.is_object() {
+        flag("latency", text(&m["latency_ms"]));
+        flag("latency-dist", text(&m["latency_dist"]));
+        flag("topology", text(&m["topology"]));
+    }
     flag("workload", text(&test["workload"]));
     let faults = list(&test["nemesis"]);
     match text(&test["nemesis_plan"]) {
@@ -210,6 +220,14 @@ mod tests {
             repeat_command(&t),
             "splitbrain test --target exec --target-spec /x/kv.toml --workload register \
              --nemesis none --seed 1"
+        );
+        let t = json!({"target": "maelstrom", "workload": "broadcast", "nemesis": [], "seed": 2,
+            "maelstrom": {"bin": "/n/b.py", "bin_args": ["-v"], "latency_ms": 10.0,
+                "latency_dist": "uniform", "topology": "line"}});
+        assert_eq!(
+            repeat_command(&t),
+            "splitbrain test --target maelstrom --bin /n/b.py --bin-arg -v --latency 10.0 \
+             --latency-dist uniform --topology line --workload broadcast --nemesis none --seed 2"
         );
     }
 }

@@ -1,0 +1,301 @@
+//! End-to-end runs of `--target maelstrom`: the example nodes of `examples/maelstrom`
+//! (Python and Node.js, unmodified Maelstrom protocol) under splitbrain's faults, each
+//! correct node valid and each named bug found; and nodes that break the protocol, each
+//! ending the run with exit code 4, an error naming the node and the line, and no process
+//! left behind. Real processes, bounded in time.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod support;
+
+/// True when `program --version` runs here; tests that need it skip, saying so, otherwise.
+fn have(program: &str) -> bool {
+    let ok = Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIP: {program} is not on PATH");
+    }
+    ok
+}
+
+/// An example node by its path under `examples/maelstrom`.
+fn example(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/maelstrom")
+        .join(rel);
+    assert!(p.is_file(), "{} is missing", p.display());
+    p.display().to_string()
+}
+
+/// Runs node `bin` on `nodes` nodes with `args`. The store's path is passed to every node
+/// as an (ignored) argument, so the leftover-process check can find them.
+fn run(bin: &str, nodes: usize, args: &[&str]) -> (Option<i32>, Value, String) {
+    let store = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .args([
+            "test",
+            "--target",
+            "maelstrom",
+            "--no-progress",
+            "--bin",
+            bin,
+        ])
+        .args(["--nodes", &nodes.to_string()])
+        .arg("--bin-arg")
+        .arg(store.path())
+        .args(args)
+        .arg("--store")
+        .arg(store.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        support::no_process_mentions(store.path()),
+        "node processes outlived the run"
+    );
+    let results = std::fs::read(store.path().join("latest/results.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    (out.status.code(), results, stderr)
+}
+
+fn verdicts(results: &Value) -> Vec<(String, Value)> {
+    results["results"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .map(|r| {
+                    (
+                        r["checker"].as_str().unwrap_or("").to_string(),
+                        r["valid"].clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn python_broadcast_is_valid_under_partitions_and_counts_its_messages() {
+    if !have("python3") {
+        return;
+    }
+    let (code, r, err) = run(
+        &example("python/broadcast.py"),
+        5,
+        &[
+            "--workload",
+            "broadcast",
+            "--nemesis",
+            "partition",
+            "--nemesis-interval",
+            "2",
+            "--latency",
+            "5",
+            "--time-limit",
+            "6",
+            "--seed",
+            "3",
+        ],
+    );
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+    let net = &r["net"];
+    assert!(net["server_messages"].as_u64().unwrap() > 0, "{net:#}");
+    assert!(net["msgs_per_op"].as_f64().unwrap() > 1.0, "{net:#}");
+    assert_eq!(net["by_node"].as_object().unwrap().len(), 5);
+}
+
+#[test]
+fn js_lossy_broadcast_loses_acknowledged_messages_under_a_partition() {
+    if !have("node") {
+        return;
+    }
+    let (code, r, err) = run(
+        &example("js/broadcast_lossy.js"),
+        5,
+        &[
+            "--workload",
+            "broadcast",
+            "--nemesis",
+            "partition",
+            "--nemesis-interval",
+            "2",
+            "--time-limit",
+            "6",
+            "--seed",
+            "3",
+        ],
+    );
+    assert_eq!(code, Some(1), "{:?}\n{err}", verdicts(&r));
+    let conv = support::checker(&r, "convergence");
+    assert_eq!(conv["valid"], false);
+    assert!(
+        conv["anomaly_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "divergent" || a == "lost"),
+        "{conv:#}"
+    );
+}
+
+#[test]
+fn a_counter_that_double_counts_retries_is_caught_and_the_correct_one_passes() {
+    if !have("python3") || !have("node") {
+        return;
+    }
+    let args = [
+        "--workload",
+        "pn-counter",
+        "--nemesis",
+        "partition",
+        "--nemesis-interval",
+        "2",
+        "--latency",
+        "20",
+        "--time-limit",
+        "6",
+        "--seed",
+        "5",
+    ];
+    let (code, r, err) = run(&example("python/g_counter_double.py"), 3, &args);
+    assert_eq!(code, Some(1), "{:?}\n{err}", verdicts(&r));
+    let conv = support::checker(&r, "convergence");
+    assert!(
+        conv["anomaly_types"].to_string().contains("unexpected")
+            || conv["anomaly_types"].to_string().contains("lost"),
+        "{conv:#}"
+    );
+    let (code, r, err) = run(&example("js/g_counter.js"), 3, &args);
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+}
+
+#[test]
+fn local_reads_are_not_linearizable_and_the_single_leader_is() {
+    if !have("python3") || !have("node") {
+        return;
+    }
+    let args = [
+        "--workload",
+        "lin-kv",
+        "--nemesis",
+        "partition",
+        "--nemesis-interval",
+        "2",
+        "--time-limit",
+        "6",
+        "--seed",
+        "2",
+    ];
+    let (code, r, err) = run(&example("js/lin_kv_stale.js"), 3, &args);
+    assert_eq!(code, Some(1), "{:?}\n{err}", verdicts(&r));
+    assert_eq!(support::checker(&r, "linearizable")["valid"], false);
+    let (code, r, err) = run(&example("python/lin_kv.py"), 3, &args);
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+}
+
+/// Writes a node program into a fresh directory; returns (dir, path).
+fn script(body: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.py");
+    std::fs::write(
+        &path,
+        format!("#!/usr/bin/env python3\nimport sys, json\n{body}"),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).unwrap();
+    (dir, path)
+}
+
+/// Answers init, then handles each later message with `on_msg` (Python, `m` the message,
+/// `send(dest, body)` in scope).
+const PRELUDE: &str = r#"
+def send(dest, body):
+    sys.stdout.write(json.dumps({"src": me, "dest": dest, "body": body}) + "\n")
+    sys.stdout.flush()
+me = None
+for line in sys.stdin:
+    m = json.loads(line)
+    b = m["body"]
+    if b["type"] == "init":
+        me = b["node_id"]
+        send(m["src"], {"type": "init_ok", "in_reply_to": b["msg_id"]})
+        continue
+"#;
+
+fn expect_protocol_error(body: &str, want: &[&str]) {
+    let (_dir, path) = script(body);
+    let (code, _r, err) = run(
+        path.to_str().unwrap(),
+        2,
+        &[
+            "--workload",
+            "echo",
+            "--nemesis",
+            "none",
+            "--time-limit",
+            "3",
+            "--seed",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(4), "stderr:\n{err}");
+    for w in want {
+        assert!(err.contains(w), "stderr lacks {w:?}:\n{err}");
+    }
+}
+
+#[test]
+fn a_line_that_is_not_json_names_the_node_and_the_line() {
+    if !have("python3") {
+        return;
+    }
+    expect_protocol_error(
+        &format!("{PRELUDE}    print('debug: got', b['type'], flush=True)\n"),
+        &[
+            "stdout line 2",
+            "expected a JSON message object",
+            "debug: got echo",
+        ],
+    );
+}
+
+#[test]
+fn a_reply_to_an_unknown_msg_id_is_a_protocol_error() {
+    if !have("python3") {
+        return;
+    }
+    expect_protocol_error(
+        &format!("{PRELUDE}    send(m['src'], {{'type': 'echo_ok', 'echo': b['echo'], 'in_reply_to': b['msg_id'] + 1000}})\n"),
+        &["stdout line 2", "never sent"],
+    );
+}
+
+#[test]
+fn a_node_that_exits_at_start_is_named_with_its_status_and_stderr() {
+    if !have("python3") {
+        return;
+    }
+    expect_protocol_error(
+        "sys.stderr.write('cannot open config\\n')\nsys.exit(3)\n",
+        &["node n1", "exit status: 3", "cannot open config"],
+    );
+}
+
+#[test]
+fn a_node_that_never_answers_init_is_named() {
+    if !have("python3") {
+        return;
+    }
+    expect_protocol_error(
+        "for line in sys.stdin:\n    pass\n",
+        &["node n1 did not answer init within 10 s"],
+    );
+}
