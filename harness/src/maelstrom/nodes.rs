@@ -66,6 +66,8 @@ impl MaelstromNodes {
                 })
                 .collect(),
         );
+        // Nodes run in their own directories: a relative path must not change meaning.
+        let bin = std::fs::canonicalize(&bin).unwrap_or(bin);
         let nodes = MaelstromNodes {
             bin,
             args,
