@@ -192,7 +192,9 @@ impl MaelstromNet {
                 return;
             }
             if let Some(delay) = self.transit(&flow) {
-                self.after(delay, move |net| net.deliver(j, msg));
+                // Routed unchanged: the node's own line goes on, not a re-serialization.
+                let line = line.to_string();
+                self.after(delay, move |net| net.deliver(j, line));
             }
         } else if is_client(&msg.dest) {
             self.count(|s| s.client_messages += 1);
@@ -238,7 +240,7 @@ impl MaelstromNet {
                     *s.by_type.entry(back.kind().to_string()).or_default() += 1;
                 });
                 let delay = net.latency();
-                net.after(delay, move |net| net.deliver(i, back));
+                net.after(delay, move |net| net.deliver(i, back.to_line()));
             });
         } else {
             fail(format!(
@@ -272,7 +274,7 @@ impl MaelstromNet {
             *s.by_type.entry(msg.kind().to_string()).or_default() += 1;
         });
         let delay = self.latency();
-        self.after(delay, move |net| net.deliver(node, msg));
+        self.after(delay, move |net| net.deliver(node, msg.to_line()));
         rx
     }
 
@@ -363,11 +365,11 @@ impl MaelstromNet {
         });
     }
 
-    /// Writes a message to node `j`'s stdin, or drops it if the node is dead.
-    fn deliver(&self, j: usize, msg: Message) {
+    /// Writes a message (one JSON line) to node `j`'s stdin, or drops it if the node is dead.
+    fn deliver(&self, j: usize, line: String) {
         let sent = lock(&self.inner.inboxes[j])
             .as_ref()
-            .is_some_and(|tx| tx.send(msg.to_line()).is_ok());
+            .is_some_and(|tx| tx.send(line).is_ok());
         let name = &self.inner.node_ids[j];
         self.count(|s| {
             if sent {
