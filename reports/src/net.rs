@@ -19,7 +19,7 @@ pub struct NetStats {
     /// Messages between nodes and the harness's services (`lin-kv`, `seq-kv`, ...).
     pub service_messages: u64,
     /// Messages dropped because their link was cut (a partition) or their receiver was
-    /// dead (a paused receiver's messages wait for it).
+    /// dead or restarting, not yet initialized (a paused receiver's messages wait for it).
     pub dropped_partition: u64,
     /// Messages dropped by random loss.
     pub dropped_loss: u64,

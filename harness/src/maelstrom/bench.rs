@@ -51,6 +51,7 @@ pub fn routing_only(messages: u64) -> RoutingFigures {
     let net = MaelstromNet::new(2, options());
     let (tx, rx) = mpsc::channel::<String>();
     net.set_inbox(1, Some(tx));
+    net.mark_initialized(1);
     let drain = std::thread::spawn(move || rx.into_iter().count() as u64);
     let line = json!({"src": "n1", "dest": "n2", "body": {"type": "gossip", "msg_id": 7,
         "messages": (0..16).collect::<Vec<u32>>()}})

@@ -66,6 +66,9 @@ pub struct MaelstromNet {
 struct Inner {
     node_ids: Vec<String>,
     inboxes: Vec<Mutex<Option<mpsc::Sender<String>>>>,
+    /// Whether each node has answered its latest `init`: until then only `init` reaches it,
+    /// as a process that has not been told who it is cannot take part.
+    initialized: Vec<std::sync::atomic::AtomicBool>,
     faults: Mutex<NetFaults>,
     rng: Mutex<ChaCha8Rng>,
     opts: NetOptions,
@@ -108,6 +111,9 @@ impl MaelstromNet {
         MaelstromNet {
             inner: Arc::new(Inner {
                 inboxes: (0..nodes).map(|_| Mutex::new(None)).collect(),
+                initialized: (0..nodes)
+                    .map(|_| std::sync::atomic::AtomicBool::new(false))
+                    .collect(),
                 node_ids,
                 faults: Mutex::new(NetFaults::new()),
                 rng: Mutex::new(ChaCha8Rng::seed_from_u64(opts.seed ^ 0x4E45_5457)),
@@ -139,7 +145,13 @@ impl MaelstromNet {
 
     /// Connects (or, with `None`, disconnects: the node died) node `i`'s stdin.
     pub fn set_inbox(&self, i: usize, inbox: Option<mpsc::Sender<String>>) {
+        self.inner.initialized[i].store(false, Ordering::SeqCst);
         *lock(&self.inner.inboxes[i]) = inbox;
+    }
+
+    /// Node `i` answered `init`: from now on every message reaches it.
+    pub fn mark_initialized(&self, i: usize) {
+        self.inner.initialized[i].store(true, Ordering::SeqCst);
     }
 
     /// Cancelled when a protocol violation ends the run.
@@ -194,7 +206,7 @@ impl MaelstromNet {
             if let Some(delay) = self.transit(&flow) {
                 // Routed unchanged: the node's own line goes on, not a re-serialization.
                 let line = line.to_string();
-                self.after(delay, move |net| net.deliver(j, line));
+                self.after(delay, move |net| net.deliver(j, line, false));
             }
         } else if is_client(&msg.dest) {
             self.count(|s| s.client_messages += 1);
@@ -240,7 +252,7 @@ impl MaelstromNet {
                     *s.by_type.entry(back.kind().to_string()).or_default() += 1;
                 });
                 let delay = net.latency();
-                net.after(delay, move |net| net.deliver(i, back.to_line()));
+                net.after(delay, move |net| net.deliver(i, back.to_line(), false));
             });
         } else {
             fail(format!(
@@ -268,13 +280,14 @@ impl MaelstromNet {
         }
         lock(&self.inner.pending).insert((client.to_string(), id), tx);
         let msg = Message::new(client, self.inner.node_ids[node].clone(), body);
+        let is_init = msg.kind() == "init";
         self.count(|s| {
             s.messages += 1;
             s.client_messages += 1;
             *s.by_type.entry(msg.kind().to_string()).or_default() += 1;
         });
         let delay = self.latency();
-        self.after(delay, move |net| net.deliver(node, msg.to_line()));
+        self.after(delay, move |net| net.deliver(node, msg.to_line(), is_init));
         rx
     }
 
@@ -365,11 +378,14 @@ impl MaelstromNet {
         });
     }
 
-    /// Writes a message (one JSON line) to node `j`'s stdin, or drops it if the node is dead.
-    fn deliver(&self, j: usize, line: String) {
-        let sent = lock(&self.inner.inboxes[j])
-            .as_ref()
-            .is_some_and(|tx| tx.send(line).is_ok());
+    /// Writes a message (one JSON line) to node `j`'s stdin, or drops it if the node is
+    /// dead or not yet initialized (`init` itself excepted).
+    fn deliver(&self, j: usize, line: String, is_init: bool) {
+        let ready = is_init || self.inner.initialized[j].load(Ordering::SeqCst);
+        let sent = ready
+            && lock(&self.inner.inboxes[j])
+                .as_ref()
+                .is_some_and(|tx| tx.send(line).is_ok());
         let name = &self.inner.node_ids[j];
         self.count(|s| {
             if sent {
@@ -433,6 +449,7 @@ mod tests {
             .map(|i| {
                 let (tx, rx) = mpsc::channel();
                 net.set_inbox(i, Some(tx));
+                net.mark_initialized(i);
                 rx
             })
             .collect();

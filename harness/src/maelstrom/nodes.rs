@@ -155,7 +155,9 @@ impl MaelstromNodes {
             "node_id": self.name(i),
             "node_ids": self.net.node_ids(),
         });
-        self.ask(i, body, "init_ok").await
+        self.ask(i, body, "init_ok").await?;
+        self.net.mark_initialized(i);
+        Ok(())
     }
 
     /// Sends one harness request to node `i` and waits up to [`INIT_TIMEOUT`] for a reply
