@@ -1,7 +1,10 @@
 //! Checks a transactional history file with the Elle-style checker and prints the
 //! verdict with timings, for measuring the whole process with `/usr/bin/time -v`.
 //!
-//! Usage: `ellecheck <history> <list-append|rw-register> [--consistency-model M]`
+//! Usage: `ellecheck <history> <list-append|rw-register> [--consistency-model M] [--json FILE]`
+//!
+//! `--json FILE` also writes the whole result as JSON, without its timings
+//! (`elapsed-ms`, `phase-ms`), so the results of two builds can be diffed.
 
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};
 use splitbrain_checkers::history::read::read_path;
@@ -11,7 +14,7 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ellecheck <history> <list-append|rw-register> [--consistency-model M]";
+    let usage = "usage: ellecheck <history> <list-append|rw-register> [--consistency-model M] [--json FILE]";
     let (Some(path), Some(workload)) = (args.first(), args.get(1)) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -64,6 +67,21 @@ fn main() {
     }
     println!("{}", result.explanation);
     println!("phases (ms): {}", result.details["phase-ms"]);
+    if let Some(file) = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+    {
+        let mut r = result.clone();
+        if let Some(d) = r.details.as_object_mut() {
+            d.remove("elapsed-ms");
+            d.remove("phase-ms");
+        }
+        let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+        if let Err(e) = std::fs::write(file, text + "\n") {
+            eprintln!("writing {file}: {e}");
+        }
+    }
     println!(
         "{} ops, parse {:.2} s, check {:.2} s",
         history.len(),

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! gen_history cas PATH EVENTS [--corrupt]     keyed cas registers (100 keys, 50 processes, 5% info), seed 1
-//! gen_history list-append PATH TXNS           list-append transactions (1000 keys, 30 processes), seed 42
+//! gen_history list-append PATH TXNS [--corrupt] list-append transactions (1000 keys, 30 processes), seed 42;
+//!                                             corrupt: one stale read past the middle
 //! ```
 
 use splitbrain_checkers::elle::bench::{write_list_append_history, GenConfig};
@@ -28,8 +29,10 @@ fn main() {
             write_keyed_cas_history(path, 1, n, 100, 50, 0.05, corrupt)
         }
         "list-append" => {
-            println!("seed 42: {n} transactions, 1000 keys, 30 processes");
-            write_list_append_history(path, &GenConfig::new(42, n, 1000, 30))
+            println!("seed 42: {n} transactions, 1000 keys, 30 processes, corrupt {corrupt}");
+            let mut cfg = GenConfig::new(42, n, 1000, 30);
+            cfg.stale_read = corrupt;
+            write_list_append_history(path, &cfg)
         }
         other => {
             eprintln!("unknown kind {other}: cas or list-append");

@@ -38,6 +38,10 @@ pub struct GenConfig {
     pub fail_ratio: f64,
     /// Fraction of transactions that end `info` (applied or not, at random).
     pub info_ratio: f64,
+    /// Make one read stale: the first `ok` transaction completed after half the
+    /// transactions that read a non-empty list returns it without its last element
+    /// (a G-single-item-realtime under strict serializability).
+    pub stale_read: bool,
 }
 
 impl GenConfig {
@@ -52,6 +56,7 @@ impl GenConfig {
             max_appends_per_key: 16,
             fail_ratio: 0.0,
             info_ratio: 0.0,
+            stale_read: false,
         }
     }
 }
@@ -81,6 +86,8 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
     let mut slots: Vec<Option<Pending>> = (0..cfg.processes).map(|_| None).collect();
     let mut process_ids: Vec<u64> = (0..cfg.processes as u64).collect();
     let (mut invoked, mut open, mut time) = (0usize, 0usize, 0u64);
+    let mut completed = 0usize;
+    let mut stale_pending = cfg.stale_read;
     let limit = cfg.txns.saturating_mul(8).saturating_add(1_000_000);
     for _ in 0..limit {
         if invoked >= cfg.txns && open == 0 {
@@ -182,8 +189,15 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
                         })
                         .collect(),
                 );
+                completed += 1;
                 let (t, value) = match done.fate {
-                    Fate::Ok => (OpType::Ok, done.applied.unwrap_or(invoke_value)),
+                    Fate::Ok => {
+                        let mut value = done.applied.unwrap_or(invoke_value);
+                        if stale_pending && completed > cfg.txns / 2 && drop_last_read(&mut value) {
+                            stale_pending = false;
+                        }
+                        (OpType::Ok, value)
+                    }
                     Fate::Fail => (OpType::Fail, invoke_value),
                     Fate::Info => {
                         // A crashed client never invokes again: a fresh process replaces it.
@@ -196,6 +210,24 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
         }
     }
     Ok(())
+}
+
+/// Drops the last element of the first non-empty list read in a transaction's value.
+fn drop_last_read(value: &mut Value) -> bool {
+    let Some(mops) = value.as_array_mut() else {
+        return false;
+    };
+    for m in mops {
+        if m.get(0).and_then(Value::as_str) != Some("r") {
+            continue;
+        }
+        if let Some(list) = m.get_mut(2).and_then(Value::as_array_mut) {
+            if list.pop().is_some() {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// A strict-serializable list-append history of `txns` transactions (1–5 micro-ops each)

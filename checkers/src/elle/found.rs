@@ -47,7 +47,7 @@ impl Found {
 /// Names transactions by the history index of their completion (invoke if pending): the
 /// `index` the history's file carried, else the position.
 pub(crate) struct Namer<'a> {
-    pub txns: &'a Txns,
+    pub txns: &'a Txns<'a>,
     pub history: &'a History,
 }
 
@@ -55,10 +55,9 @@ impl Namer<'_> {
     /// Position in the history of the transaction's completion (invoke if pending).
     fn pos(&self, t: u32) -> usize {
         let tx = &self.txns.txns[t as usize];
-        if tx.complete_pos != usize::MAX {
-            tx.complete_pos
-        } else {
-            tx.invoke_pos
+        match self.txns.complete_pos(tx) {
+            usize::MAX => self.txns.invoke_pos(tx),
+            c => c,
         }
     }
 
@@ -83,7 +82,7 @@ impl Namer<'_> {
 
     pub fn op_ref(&self, t: u32) -> Value {
         let tx = &self.txns.txns[t as usize];
-        json!({"index": self.index(t), "process": tx.process,
+        json!({"index": self.index(t), "process": self.txns.process(tx),
                "type": match tx.outcome { crate::Outcome::Ok => "ok", crate::Outcome::Fail => "fail", _ => "info" }})
     }
 }

@@ -25,12 +25,25 @@ pub(crate) fn kind_name(k: u8) -> &'static str {
     }
 }
 
+/// Where dependency edges go as they are inferred.
+pub(crate) trait EdgeSink {
+    /// Adds an edge a -> b of `kind`; self-edges are dropped (dependency graphs never
+    /// hold them).
+    fn push(&mut self, a: u32, b: u32, kind: u8);
+}
+
 /// Edges under construction.
 #[derive(Default)]
 pub(crate) struct EdgeList {
     pub src: Vec<u32>,
     pub dst: Vec<u32>,
     pub kind: Vec<u8>,
+}
+
+impl EdgeSink for EdgeList {
+    fn push(&mut self, a: u32, b: u32, kind: u8) {
+        EdgeList::push(self, a, b, kind)
+    }
 }
 
 impl EdgeList {
@@ -42,8 +55,56 @@ impl EdgeList {
             self.kind.push(kind);
         }
     }
+
     pub fn len(&self) -> usize {
         self.src.len()
+    }
+
+    /// Hands every edge to `sink`.
+    pub fn replay(&self, sink: &mut dyn EdgeSink) {
+        for i in 0..self.len() {
+            sink.push(self.src[i], self.dst[i], self.kind[i]);
+        }
+    }
+}
+
+/// First pass of [`Graph::count`]/[`Graph::fill`]: counts each source's edges.
+struct Counter<'a>(&'a mut [usize]);
+
+impl EdgeSink for Counter<'_> {
+    fn push(&mut self, a: u32, b: u32, _kind: u8) {
+        if a != b {
+            if let Some(c) = self.0.get_mut(a as usize + 1) {
+                *c += 1;
+            }
+        }
+    }
+}
+
+/// Second pass of [`Graph::count`]/[`Graph::fill`]: puts each edge in its source's
+/// segment.
+struct Filler<'a> {
+    offsets: &'a [usize],
+    /// Edges placed so far in each source's segment.
+    placed: &'a mut [u32],
+    targets: &'a mut [u32],
+    kinds: &'a mut [u8],
+}
+
+impl EdgeSink for Filler<'_> {
+    fn push(&mut self, a: u32, b: u32, kind: u8) {
+        let a = a as usize;
+        if a == b as usize || a >= self.placed.len() {
+            return;
+        }
+        // Edges beyond the first pass's count (a producer that is not repeatable) are
+        // dropped rather than overflow their segment.
+        let at = self.offsets[a] + self.placed[a] as usize;
+        if at < self.offsets[a + 1] && self.placed[a] < u32::MAX {
+            self.targets[at] = b;
+            self.kinds[at] = kind;
+            self.placed[a] += 1;
+        }
     }
 }
 
@@ -96,6 +157,75 @@ impl Graph {
             }
             offsets.push(targets.len());
         }
+        Graph {
+            offsets,
+            targets,
+            kinds,
+        }
+    }
+
+    /// Counts the edges `produce` hands its sink, per source: the offsets of the graph
+    /// [`Graph::fill`] builds from the same edges. With it, the graph is the only copy
+    /// of the edges ever held (no edge list beside it).
+    pub fn count(n: usize, produce: &mut dyn FnMut(&mut dyn EdgeSink)) -> Vec<usize> {
+        let mut offsets = vec![0usize; n + 1];
+        produce(&mut Counter(&mut offsets));
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        offsets
+    }
+
+    /// Builds the graph over nodes `0..n` from the edges `produce` hands its sink, which
+    /// must be the ones it handed [`Graph::count`] for `offsets`. Parallel edges are
+    /// merged as [`Graph::build`] merges them.
+    pub fn fill(mut offsets: Vec<usize>, produce: &mut dyn FnMut(&mut dyn EdgeSink)) -> Graph {
+        let n = offsets.len().saturating_sub(1);
+        let total = offsets.last().copied().unwrap_or(0);
+        let mut targets = vec![0u32; total];
+        let mut kinds = vec![0u8; total];
+        let mut placed = vec![0u32; n];
+        produce(&mut Filler {
+            offsets: &offsets,
+            placed: &mut placed,
+            targets: &mut targets,
+            kinds: &mut kinds,
+        });
+        // Sort each segment by (target, kind), merge parallel edges and close the gaps;
+        // `offsets` becomes the merged graph's (each start is read before it is moved).
+        let mut w = 0usize;
+        let mut scratch: Vec<u64> = Vec::new();
+        for v in 0..n {
+            let start = offsets[v];
+            offsets[v] = w;
+            scratch.clear();
+            scratch.extend(
+                (start..start + placed[v] as usize)
+                    .map(|i| ((targets[i] as u64) << 8) | kinds[i] as u64),
+            );
+            scratch.sort_unstable();
+            let mut last = NONE;
+            for &p in &scratch {
+                let d = (p >> 8) as u32;
+                let k = (p & 0xff) as u8;
+                if d == last {
+                    kinds[w - 1] |= k;
+                } else {
+                    targets[w] = d;
+                    kinds[w] = k;
+                    w += 1;
+                    last = d;
+                }
+            }
+        }
+        if let Some(end) = offsets.last_mut() {
+            *end = w;
+        }
+        drop(placed);
+        targets.truncate(w);
+        targets.shrink_to_fit();
+        kinds.truncate(w);
+        kinds.shrink_to_fit();
         Graph {
             offsets,
             targets,
@@ -197,57 +327,84 @@ pub(crate) fn nontrivial_sccs(g: &Graph, mask: u8, member: Option<&[bool]>) -> V
 /// Adds real-time edges from a transitive reduction of real-time order: each op gets
 /// edges from the "frontier" of completed ops not already followed by another completed
 /// op that it also follows. Only ok ops are sources (others never surely completed).
-pub(crate) fn add_realtime_edges(txns: &Txns, history_len: usize, edges: &mut EdgeList) {
+///
+/// When `t` completes, the frontier drops the ops it had edges from: those in the
+/// frontier at `t`'s invoke, which are exactly the ones still there that completed
+/// before it.
+pub(crate) fn add_realtime_edges(txns: &Txns, history_len: usize, edges: &mut dyn EdgeSink) {
     let mut slot = vec![NONE; history_len];
     for (t, tx) in txns.txns.iter().enumerate() {
         if !tx.possible() {
             continue;
         }
-        if tx.invoke_pos < history_len {
-            slot[tx.invoke_pos] = (t as u32) << 1;
+        let (invoked, completed) = (txns.invoke_pos(tx), txns.complete_pos(tx));
+        if invoked < history_len {
+            slot[invoked] = (t as u32) << 1;
         }
-        if tx.ok() && tx.complete_pos < history_len {
-            slot[tx.complete_pos] = ((t as u32) << 1) | 1;
+        if tx.ok() && completed < history_len {
+            slot[completed] = ((t as u32) << 1) | 1;
         }
     }
-    let mut frontier: Vec<u32> = Vec::new();
-    // For each txn, where its real-time predecessor edges start in `edges` and how many.
-    let mut preds: Vec<(usize, u32)> = vec![(0, 0); txns.txns.len()];
-    let mut mark = vec![false; txns.txns.len()];
-    for s in slot {
+    // (txn, position of its completion)
+    let mut frontier: Vec<(u32, usize)> = Vec::new();
+    for (pos, s) in slot.into_iter().enumerate() {
         if s == NONE {
             continue;
         }
         let t = s >> 1;
         if s & 1 == 0 {
-            let start = edges.len();
-            for &f in &frontier {
+            for &(f, _) in &frontier {
                 edges.push(f, t, REALTIME);
             }
-            preds[t as usize] = (start, (edges.len() - start) as u32);
         } else {
-            let (start, len) = preds[t as usize];
-            for i in start..start + len as usize {
-                mark[edges.src[i] as usize] = true;
-            }
-            frontier.retain(|f| !mark[*f as usize]);
-            for i in start..start + len as usize {
-                mark[edges.src[i] as usize] = false;
-            }
-            frontier.push(t);
+            let invoked = txns.invoke_pos(&txns.txns[t as usize]);
+            frontier.retain(|&(_, done)| done > invoked);
+            frontier.push((t, pos));
         }
     }
 }
 
 /// Adds process-order edges between successive possible transactions of each process.
-pub(crate) fn add_process_edges(txns: &Txns, edges: &mut EdgeList) {
+pub(crate) fn add_process_edges(txns: &Txns, edges: &mut dyn EdgeSink) {
     let mut last: FxMap<u64, u32> = FxMap::default();
     for (t, tx) in txns.txns.iter().enumerate() {
         if !tx.possible() {
             continue;
         }
-        if let Some(prev) = last.insert(tx.process, t as u32) {
+        if let Some(prev) = last.insert(txns.process(tx), t as u32) {
             edges.push(prev, t as u32, PROCESS);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn counting_then_filling_builds_the_graph_an_edge_list_builds() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for n in [1usize, 2, 5, 40] {
+            let mut list = EdgeList::default();
+            for _ in 0..rng.gen_range(0..n * 6) {
+                let kind = 1u8 << rng.gen_range(0..5);
+                list.push(rng.gen_range(0..n as u32), rng.gen_range(0..n as u32), kind);
+            }
+            let mut produce = |sink: &mut dyn EdgeSink| list.replay(sink);
+            let offsets = Graph::count(n, &mut produce);
+            let two_pass = Graph::fill(offsets, &mut produce);
+            let one_pass = Graph::build(
+                n,
+                EdgeList {
+                    src: list.src.clone(),
+                    dst: list.dst.clone(),
+                    kind: list.kind.clone(),
+                },
+            );
+            assert_eq!(two_pass.offsets, one_pass.offsets);
+            assert_eq!(two_pass.targets, one_pass.targets);
+            assert_eq!(two_pass.kinds, one_pass.kinds);
         }
     }
 }

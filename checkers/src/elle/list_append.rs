@@ -2,7 +2,7 @@
 //! non-cycle anomalies Elle detects for lists, and ww / wr / rw dependency edges.
 
 use super::found::{Case, Found, Namer};
-use super::graph::{EdgeList, RW, WR, WW};
+use super::graph::{EdgeSink, RW, WR, WW};
 use super::txn::{FxMap, MopKind, Txns, NONE};
 use crate::history::Outcome;
 use serde_json::{json, Value};
@@ -50,7 +50,6 @@ pub(crate) fn analyze(
     txns: &Txns,
     namer: &Namer,
     found: &mut Found,
-    edges: &mut EdgeList,
 ) -> Result<AppendIndex, DuplicateAppends> {
     let nv = txns.num_versions();
     let nk = txns.num_keys();
@@ -96,20 +95,25 @@ pub(crate) fn analyze(
     }
 
     // Longest read of each key over transactions that may have committed.
-    let mut longest: Vec<(u32, u32)> = vec![(0, 0); nk];
+    let mut longest: Vec<&[u32]> = vec![&[]; nk];
     for tx in txns.txns.iter().filter(|t| t.possible()) {
         for m in txns.mops_of(tx) {
-            if m.kind == MopKind::Read && m.b != NONE && m.b > longest[m.key as usize].1 {
-                longest[m.key as usize] = (m.a, m.b);
+            if m.kind != MopKind::Read
+                || m.b == NONE
+                || m.b as usize <= longest[m.key as usize].len()
+            {
+                continue;
+            }
+            if let Some(list) = txns.read_list(m) {
+                longest[m.key as usize] = list;
             }
         }
     }
     let mut order: Vec<Vec<u32>> = vec![Vec::new(); nk];
     let mut pos = vec![NONE; nv];
     for k in 0..nk {
-        let (s, l) = longest[k];
-        if l > 0 {
-            for &e in &txns.elems[s as usize..(s + l) as usize] {
+        if !longest[k].is_empty() {
+            for &e in longest[k] {
                 if pos[e as usize] == NONE {
                     pos[e as usize] = order[k].len() as u32;
                     order[k].push(e);
@@ -126,18 +130,42 @@ pub(crate) fn analyze(
         txns,
         namer,
         found,
-        &index,
         &longest,
         &failed,
         &intermediate,
         &any_writer,
-        edges,
     );
     internal_and_future(txns, namer, found);
     lost_updates(txns, namer, found, true);
     dirty_updates(txns, namer, found, &index, &any_writer);
-    write_edges(txns, &index, edges);
     Ok(index)
+}
+
+/// Hands `edges` every ww, wr and rw dependency; repeatable (same edges each call), as
+/// building the graph in two passes needs.
+pub(crate) fn edges(txns: &Txns, index: &AppendIndex, readers: &Readers, edges: &mut dyn EdgeSink) {
+    read_edges(txns, index, edges);
+    write_edges(txns, index, readers, edges);
+}
+
+/// wr: the writer of the last element of each list read precedes the reader.
+fn read_edges(txns: &Txns, index: &AppendIndex, edges: &mut dyn EdgeSink) {
+    for (t, tx) in txns.txns.iter().enumerate() {
+        if !tx.possible() {
+            continue;
+        }
+        for m in txns.mops_of(tx) {
+            if m.kind != MopKind::Read {
+                continue;
+            }
+            if let Some(&e) = txns.read_list(m).and_then(|l| l.last()) {
+                let w = index.writer[e as usize];
+                if w != NONE {
+                    edges.push(w, t as u32, WR);
+                }
+            }
+        }
+    }
 }
 
 /// Slot of a read in the reader index: its last element, or the key's initial state.
@@ -153,12 +181,10 @@ fn read_anomalies(
     txns: &Txns,
     namer: &Namer,
     found: &mut Found,
-    index: &AppendIndex,
-    longest: &[(u32, u32)],
+    longest: &[&[u32]],
     failed: &[bool],
     intermediate: &[bool],
     any_writer: &[u32],
-    edges: &mut EdgeList,
 ) {
     let mut incompatible_reported = vec![false; txns.num_keys()];
     let mut stamp = vec![NONE; txns.num_versions()];
@@ -177,8 +203,7 @@ fn read_anomalies(
             };
             let k = m.key as usize;
             // Every read must be a prefix of the longest read of its key.
-            let (ls, ll) = longest[k];
-            let long = &txns.elems[ls as usize..(ls + ll) as usize];
+            let long = longest[k];
             if !incompatible_reported[k] && (list.len() > long.len() || long[..list.len()] != *list)
             {
                 incompatible_reported[k] = true;
@@ -252,12 +277,6 @@ fn read_anomalies(
                     }
                 }
             }
-            if let Some(&e) = list.last() {
-                let w = index.writer[e as usize];
-                if w != NONE {
-                    edges.push(w, t, WR);
-                }
-            }
         }
     }
 }
@@ -313,8 +332,7 @@ impl Readers {
     }
 }
 
-fn write_edges(txns: &Txns, index: &AppendIndex, edges: &mut EdgeList) {
-    let readers = Readers::build(txns);
+fn write_edges(txns: &Txns, index: &AppendIndex, readers: &Readers, edges: &mut dyn EdgeSink) {
     for (t, tx) in txns.txns.iter().enumerate() {
         let t = t as u32;
         if !tx.possible() {

@@ -37,7 +37,7 @@ mod txn_build;
 use crate::history::History;
 use crate::verdict::{CheckBounds, CheckResult, Checker, Validity};
 use found::{Found, Namer};
-use graph::{EdgeList, Graph};
+use graph::{EdgeList, EdgeSink, Graph};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -182,6 +182,7 @@ impl Checker for ElleChecker {
             lap = Instant::now();
         };
         let txns = txn::build(history, list);
+        crate::history::trim_heap();
         phase("intern", &mut phases);
         if let Some(r) = self.over_memory(txns.heap_bytes(), "interning transactions") {
             return r;
@@ -212,7 +213,7 @@ impl Checker for ElleChecker {
         let mut edges = EdgeList::default();
         let analysis = match self.workload {
             ElleWorkload::ListAppend => {
-                match list_append::analyze(&txns, &namer, &mut found, &mut edges) {
+                match list_append::analyze(&txns, &namer, &mut found) {
                     Ok(index) => Ok(Analysis::List(index)),
                     // Elle refuses such histories: unknown, typed `duplicate-appends`.
                     Err(dup) => {
@@ -239,23 +240,41 @@ impl Checker for ElleChecker {
             Err(e) => return self.unknown(e),
         };
         phase("infer", &mut phases);
-        match self.order_edges() {
-            graph::REALTIME => graph::add_realtime_edges(&txns, history.len(), &mut edges),
-            graph::PROCESS => graph::add_process_edges(&txns, &mut edges),
-            _ => {}
-        }
-        phase("order-edges", &mut phases);
-        // The graph holds each edge again (4 + 1 bytes) plus an offset per transaction.
-        let graph_bytes = edges.src.capacity() as u64 * 9
-            + edges.src.len() as u64 * 5
-            + txns.txns.len() as u64 * 8;
+        // The graph is built in two passes over the same edges (count, then place), so
+        // no list of edges is held beside it; list-append infers its edges anew in each.
+        let readers = match &analysis {
+            Analysis::List(_) => Some(list_append::Readers::build(&txns)),
+            Analysis::Register(_) => None,
+        };
+        let order = self.order_edges();
+        let n = txns.txns.len();
+        let mut produce = |sink: &mut dyn EdgeSink| {
+            match (&analysis, &readers) {
+                (Analysis::List(index), Some(readers)) => {
+                    list_append::edges(&txns, index, readers, sink)
+                }
+                _ => edges.replay(sink),
+            }
+            match order {
+                graph::REALTIME => graph::add_realtime_edges(&txns, history.len(), sink),
+                graph::PROCESS => graph::add_process_edges(&txns, sink),
+                _ => {}
+            }
+        };
+        let offsets = Graph::count(n, &mut produce);
+        crate::history::trim_heap();
+        phase("edges", &mut phases);
+        // The graph holds each edge (4 + 1 bytes) plus two offsets per transaction.
+        let graph_bytes = offsets.last().copied().unwrap_or(0) as u64 * 5 + n as u64 * 24;
         if let Some(r) = self.over_memory(
             txns.heap_bytes() + graph_bytes,
             "building the dependency graph",
         ) {
             return r;
         }
-        let g = Graph::build(txns.txns.len(), edges);
+        let g = Graph::fill(offsets, &mut produce);
+        drop(edges);
+        drop(readers);
         phase("graph", &mut phases);
         if g.edge_count() == 0 {
             found.flag(

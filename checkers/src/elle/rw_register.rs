@@ -306,7 +306,7 @@ fn infer_versions(
                 let Some((first, final_v)) = first_last(txns, tx, &exts[t], k) else {
                     continue;
                 };
-                if let Some(prev) = last.insert((tx.process, k), final_v) {
+                if let Some(prev) = last.insert((txns.process(tx), k), final_v) {
                     if prev != first {
                         es.push((prev, first));
                     }
@@ -382,9 +382,9 @@ fn realtime_version_edges(txns: &Txns, exts: &[Ext]) -> Vec<(u32, u32)> {
         keys.dedup();
         for k in keys {
             let ev = per_key.entry(k).or_default();
-            ev.push((tx.invoke_pos, t as u32, false));
+            ev.push((txns.invoke_pos(tx), t as u32, false));
             if tx.ok() {
-                ev.push((tx.complete_pos, t as u32, true));
+                ev.push((txns.complete_pos(tx), t as u32, true));
             }
         }
     }

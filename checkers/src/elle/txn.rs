@@ -4,7 +4,7 @@
 //! element array, and every distinct (key, value) pair gets a dense "version" id so that
 //! per-version facts (writer, position in the version order) live in plain vectors.
 
-use crate::history::Outcome;
+use crate::history::{Outcome, PairSlot};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -49,6 +49,9 @@ pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// Sentinel for "none" in u32 index arrays.
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// A list read's start that means "a prefix of its key's shared list" (`Txns::shared`).
+pub(crate) const SHARED: u32 = u32::MAX;
+
 /// Micro-op kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MopKind {
@@ -58,7 +61,8 @@ pub(crate) enum MopKind {
 }
 
 /// One micro-op. For writes and appends `a` is the version id written. For list reads
-/// `a..a+b` is a range of `Txns::elems` (b == NONE: the read returned nil). For register
+/// `a..a+b` is a range of `Txns::elems`, or `a == SHARED` and the read is the first `b`
+/// elements of its key's shared list (b == NONE: the read returned nil). For register
 /// reads `a` is the version read (NONE: nil).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Mop {
@@ -68,14 +72,13 @@ pub(crate) struct Mop {
     pub b: u32,
 }
 
-/// One transaction (a client op pair whose value is a list of micro-ops).
+/// One transaction (a client op pair whose value is a list of micro-ops): 16 bytes, its
+/// process and positions are read from the history's pair (`Txns::process` and friends).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Txn {
     pub outcome: Outcome,
-    pub process: u64,
-    pub invoke_pos: usize,
-    /// `usize::MAX` if it never completed.
-    pub complete_pos: usize,
+    /// Index of its pair in the history's `pair_slots()`.
+    pub pair: u32,
     pub mop_start: u32,
     pub mop_len: u32,
 }
@@ -99,10 +102,15 @@ pub(crate) enum Scalar {
 
 /// All transactions of a history in compact form.
 #[derive(Default)]
-pub(crate) struct Txns {
+pub(crate) struct Txns<'h> {
+    /// The history's pairs, which `Txn::pair` index.
+    pub slots: &'h [PairSlot],
     pub txns: Vec<Txn>,
     pub mops: Vec<Mop>,
     pub elems: Vec<u32>,
+    /// List-append: per key, the list most of its reads are prefixes of (all of them in
+    /// a valid history), so those reads need no elements of their own.
+    pub shared: Vec<Vec<u32>>,
     /// Key of each version.
     pub version_key: Vec<u32>,
     /// Value of each version.
@@ -117,17 +125,39 @@ pub(crate) struct Txns {
     pub unexpected: Vec<u32>,
 }
 
-impl Txns {
+impl Txns<'_> {
+    /// The client process that ran `t`.
+    pub fn process(&self, t: &Txn) -> u64 {
+        self.slots[t.pair as usize].process
+    }
+
+    /// Position of `t`'s invoke in the history.
+    pub fn invoke_pos(&self, t: &Txn) -> usize {
+        self.slots[t.pair as usize].invoke_pos
+    }
+
+    /// Position of `t`'s completion; `usize::MAX` if it never completed.
+    pub fn complete_pos(&self, t: &Txn) -> usize {
+        self.slots[t.pair as usize]
+            .complete_pos
+            .unwrap_or(usize::MAX)
+    }
+
     pub fn mops_of(&self, t: &Txn) -> &[Mop] {
         &self.mops[t.mop_start as usize..(t.mop_start + t.mop_len) as usize]
     }
 
-    /// Elements of a list read (`None` for nil).
+    /// Elements of a list read (`None` for nil, and for any other micro-op).
     pub fn read_list(&self, m: &Mop) -> Option<&[u32]> {
-        if m.b == NONE {
+        if m.kind != MopKind::Read || m.b == NONE {
             None
+        } else if m.a == SHARED {
+            self.shared
+                .get(m.key as usize)
+                .and_then(|l| l.get(..m.b as usize))
         } else {
-            Some(&self.elems[m.a as usize..(m.a + m.b) as usize])
+            self.elems
+                .get(m.a as usize..(m.a as usize).saturating_add(m.b as usize))
         }
     }
 
@@ -186,6 +216,7 @@ impl Txns {
     /// Approximate bytes held by these tables (for the memory bound).
     pub fn heap_bytes(&self) -> u64 {
         let texts: usize = self.other_text.iter().map(|t| t.capacity() + 24).sum();
+        let shared: usize = self.shared.iter().map(|l| l.capacity() * 4 + 24).sum();
         (self.txns.capacity() * std::mem::size_of::<Txn>()
             + self.mops.capacity() * std::mem::size_of::<Mop>()
             + self.elems.capacity() * 4
@@ -193,6 +224,7 @@ impl Txns {
             + self.version_value.capacity() * std::mem::size_of::<Scalar>()
             + self.key_scalar.capacity() * std::mem::size_of::<Scalar>()
             + texts
+            + shared
             + (self.malformed.capacity() + self.unexpected.capacity()) * 4) as u64
     }
 }

@@ -2,7 +2,7 @@
 //! JSON when the history holds it, else the value's text (read with a small allocation-free
 //! parser, falling back to serde_json for anything unusual). No op value is cloned.
 
-use super::txn::{FxMap, Mop, MopKind, Scalar, Txn, Txns, NONE};
+use super::txn::{FxMap, Mop, MopKind, Scalar, Txn, Txns, NONE, SHARED};
 use crate::history::simple_json::{self, Node};
 use crate::history::{History, PairSlot, ValueRef};
 use serde_json::Value;
@@ -46,8 +46,8 @@ enum Bad {
     Unexpected,
 }
 
-struct Builder {
-    out: Txns,
+struct Builder<'h> {
+    out: Txns<'h>,
     keys: FxMap<Scalar, u32>,
     /// Per key, version ids indexed directly by small integer values (NONE: unseen).
     dense: Vec<Vec<u32>>,
@@ -60,7 +60,7 @@ struct Builder {
     list_reads: bool,
 }
 
-impl Builder {
+impl Builder<'_> {
     fn scalar(&mut self, s: ScalarIn<'_>) -> Scalar {
         let text = match s {
             ScalarIn::Int(i) => return Scalar::Int(i),
@@ -81,6 +81,9 @@ impl Builder {
         let key = *self.keys.entry(ks).or_insert(next);
         if key == next {
             self.out.key_scalar.push(ks);
+            if self.list_reads {
+                self.out.shared.push(Vec::new());
+            }
             self.dense.push(Vec::new());
             self.sparse_keys.push(false);
         }
@@ -153,12 +156,12 @@ impl Builder {
                 }
                 (MopKind::Read, Value::Null) if self.list_reads => nil_list_read(key),
                 (MopKind::Read, Value::Array(items)) if self.list_reads => {
-                    let start = self.out.elems.len() as u32;
+                    let start = self.out.elems.len();
                     for it in items {
                         let e = self.version(key, ScalarIn::of_value(it));
                         self.out.elems.push(e);
                     }
-                    list_read(key, start, items.len() as u32)
+                    self.list_read(key, start)
                 }
                 (MopKind::Read, _) if self.list_reads => return Err(Bad::Malformed),
                 (MopKind::Read, Value::Null) => Mop {
@@ -204,12 +207,13 @@ impl Builder {
                 }
                 (MopKind::Read, Node::Null) if self.list_reads => nil_list_read(key),
                 (MopKind::Read, Node::List { len, next }) if self.list_reads => {
-                    let start = self.out.elems.len() as u32;
+                    let start = self.out.elems.len();
                     for it in &nodes[v + 1..next as usize] {
                         let e = self.version(key, ScalarIn::of_node(it)?);
                         self.out.elems.push(e);
                     }
-                    list_read(key, start, len)
+                    debug_assert_eq!(self.out.elems.len() - start, len as usize);
+                    self.list_read(key, start)
                 }
                 (MopKind::Read, _) if self.list_reads => return Some(Err(Bad::Malformed)),
                 (MopKind::Read, Node::Null) => Mop {
@@ -236,6 +240,29 @@ fn nil_list_read(key: u32) -> Mop {
         key,
         a: 0,
         b: NONE,
+    }
+}
+
+impl Builder<'_> {
+    /// The list read whose elements were just pushed to `elems` from `start`. Reads of a
+    /// key mostly see prefixes of one list: a read that is a prefix of its key's shared
+    /// list (or extends it, which then grows) is kept as a length into it, its elements
+    /// dropped from `elems`; any other read keeps its own elements.
+    fn list_read(&mut self, key: u32, start: usize) -> Mop {
+        let read = &self.out.elems[start..];
+        let len = read.len();
+        let Some(shared) = self.out.shared.get_mut(key as usize) else {
+            return list_read(key, start as u32, len as u32);
+        };
+        let common = len.min(shared.len());
+        if read[..common] != shared[..common] {
+            return list_read(key, start as u32, len as u32);
+        }
+        if len > shared.len() {
+            shared.extend_from_slice(&read[common..]);
+        }
+        self.out.elems.truncate(start);
+        list_read(key, SHARED, len as u32)
     }
 }
 
@@ -296,10 +323,13 @@ fn parse_block<'h>(
 ///
 /// Values are parsed a block ahead on another thread while this one interns keys and
 /// versions (which must happen in history order).
-pub(crate) fn build(history: &History, list_reads: bool) -> Txns {
+pub(crate) fn build(history: &History, list_reads: bool) -> Txns<'_> {
     let slots = history.pair_slots();
     let mut b = Builder {
-        out: Txns::default(),
+        out: Txns {
+            slots,
+            ..Txns::default()
+        },
         keys: FxMap::default(),
         dense: Vec::new(),
         sparse_keys: Vec::new(),
@@ -333,11 +363,17 @@ pub(crate) fn build(history: &History, list_reads: bool) -> Txns {
             Some(n) => spare = std::mem::replace(&mut current, n),
             None => break,
         }
+        // Later blocks' values all come after their first invoke: hand back the text
+        // before it (a mapped file's pages).
+        if let Some(first) = blocks.get(k + 1).and_then(|n| n.first()) {
+            history.release_before(first.invoke_pos);
+        }
     }
+    history.release_before(history.len());
     b.out
 }
 
-impl Builder {
+impl Builder<'_> {
     /// Adds pair `pi`'s transaction; `root` is its value's parse in `nodes` (or NONE).
     fn add(&mut self, history: &History, pi: u32, slot: &PairSlot, nodes: &[Node<'_>], root: u32) {
         let mop_start = self.out.mops.len();
@@ -376,9 +412,7 @@ impl Builder {
         }
         self.out.txns.push(Txn {
             outcome: slot.outcome,
-            process: slot.process,
-            invoke_pos: slot.invoke_pos,
-            complete_pos: slot.complete_pos.unwrap_or(usize::MAX),
+            pair: pi,
             mop_start: mop_start as u32,
             mop_len: (self.out.mops.len() - mop_start) as u32,
         });

@@ -9,14 +9,40 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
 
-/// The fields every consumer needs, for each op, without its JSON.
+/// The fields every consumer needs, for each op, without its JSON: 24 bytes an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OpHead {
     pub time: u64,
-    pub process: Process,
-    pub op_type: OpType,
+    /// The client process's id (0 for the nemesis).
+    client: u64,
     /// Index into the history's op names.
     pub f: u32,
+    pub op_type: OpType,
+    nemesis: bool,
+}
+
+impl OpHead {
+    pub fn new(time: u64, process: Process, op_type: OpType, f: u32) -> OpHead {
+        let (client, nemesis) = match process {
+            Process::Client(p) => (p, false),
+            Process::Nemesis => (0, true),
+        };
+        OpHead {
+            time,
+            client,
+            f,
+            op_type,
+            nemesis,
+        }
+    }
+
+    pub fn process(&self) -> Process {
+        if self.nemesis {
+            Process::Nemesis
+        } else {
+            Process::Client(self.client)
+        }
+    }
 }
 
 /// Interns op names (`f`): a history has a handful of distinct ones.
@@ -52,64 +78,131 @@ pub(crate) struct Span {
     pub len: u32,
 }
 
-impl Span {
-    fn of<'t>(&self, text: &'t str) -> Option<&'t str> {
-        text.get(self.start..self.start + self.len as usize)
+/// A history's text: read into memory, or mapped from its file (big files).
+pub(crate) enum Text {
+    Owned(String),
+    Mapped(super::mapped::Mapped),
+}
+
+impl Text {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Text::Owned(s) => s.as_bytes(),
+            Text::Mapped(m) => m.bytes(),
+        }
+    }
+
+    /// The text of `start..start + len`; `None` outside the text or off a character
+    /// boundary (a mapped file's chunks were validated as UTF-8 when read).
+    fn get(&self, start: usize, len: usize) -> Option<&str> {
+        match self {
+            Text::Owned(s) => s.get(start..start.checked_add(len)?),
+            Text::Mapped(m) => {
+                std::str::from_utf8(m.bytes().get(start..start.checked_add(len)?)?).ok()
+            }
+        }
+    }
+
+    /// Hands back the memory of `range` when mapped (no-op for text in memory).
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        if let Text::Mapped(m) = self {
+            m.release(range);
+        }
+    }
+}
+
+/// Where each op's line and value are in the text: 20 bytes an op, in four columns.
+#[derive(Default)]
+pub(crate) struct Spans {
+    line_start: Vec<u64>,
+    line_len: Vec<u32>,
+    /// Offset of the value within its line.
+    value_off: Vec<u32>,
+    /// 0 when the value was absent or null.
+    value_len: Vec<u32>,
+}
+
+impl Spans {
+    /// Adds an op's line and its value (`len == 0`: none; else inside the line).
+    pub fn push(&mut self, line: Span, value: Span) {
+        self.line_start.push(line.start as u64);
+        self.line_len.push(line.len);
+        let off = if value.len == 0 {
+            0
+        } else {
+            value.start.saturating_sub(line.start) as u32
+        };
+        self.value_off.push(off);
+        self.value_len.push(value.len);
+    }
+
+    fn line(&self, pos: usize) -> Option<(usize, usize)> {
+        Some((
+            *self.line_start.get(pos)? as usize,
+            *self.line_len.get(pos)? as usize,
+        ))
+    }
+
+    fn value(&self, pos: usize) -> Option<(usize, usize)> {
+        let (start, _) = self.line(pos)?;
+        let len = *self.value_len.get(pos)? as usize;
+        (len > 0).then(|| (start + self.value_off[pos] as usize, len))
     }
 }
 
 /// The text of a JSON Lines history and where each op (and its value) is in it. Every
 /// line was fully validated as an [`Op`] when read, so materializing cannot fail.
 pub(crate) struct LineSource {
-    text: String,
-    lines: Vec<Span>,
-    /// Span of each op's `value`; `len == 0` when it was absent or null.
-    values: Vec<Span>,
+    text: Text,
+    spans: Spans,
 }
 
 impl fmt::Debug for LineSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LineSource")
-            .field("bytes", &self.text.len())
-            .field("ops", &self.lines.len())
+            .field("bytes", &self.text.bytes().len())
+            .field("ops", &self.spans.line_start.len())
             .finish()
     }
 }
 
 impl LineSource {
-    pub fn new(text: String, lines: Vec<Span>, values: Vec<Span>) -> LineSource {
-        LineSource {
-            text,
-            lines,
-            values,
-        }
+    pub fn new(text: Text, spans: Spans) -> LineSource {
+        LineSource { text, spans }
     }
 
     /// The JSON text of op `pos`'s value; `None` when it is null or absent.
     pub fn value_text(&self, pos: usize) -> Option<&str> {
-        let span = self.values.get(pos)?;
-        if span.len == 0 {
-            return None;
-        }
-        span.of(&self.text)
+        let (start, len) = self.spans.value(pos)?;
+        self.text.get(start, len)
     }
 
     /// The JSON text of op `pos`'s whole line.
     pub fn line_text(&self, pos: usize) -> Option<&str> {
-        self.lines.get(pos)?.of(&self.text)
+        let (start, len) = self.spans.line(pos)?;
+        self.text.get(start, len)
+    }
+
+    /// Hands back the memory of the text before op `pos`'s line (a mapped file's pages;
+    /// nothing for text in memory): a pass that has read those ops is done with them.
+    /// Reading them again later is still correct, only slower.
+    pub fn release_before(&self, pos: usize) {
+        let end = match self.spans.line(pos) {
+            Some((start, _)) => start,
+            None => self.text.bytes().len(),
+        };
+        self.text.release(0..end);
     }
 
     /// Parses op `pos` on its own.
     pub fn op(&self, pos: usize, head: &OpHead, names: &[String]) -> Op {
         let parsed = self
-            .lines
-            .get(pos)
-            .and_then(|l| l.of(&self.text))
+            .line_text(pos)
             .and_then(|line| serde_json::from_str::<Op>(line).ok());
         let mut op = parsed.unwrap_or_else(|| {
             // Unreachable for validated text; keep what the head knows rather than panic.
             let f = names.get(head.f as usize).cloned().unwrap_or_default();
-            Op::new(head.process, head.op_type, f, Value::Null).at(head.time)
+            Op::new(head.process(), head.op_type, f, Value::Null).at(head.time)
         });
         op.index = pos as u64;
         if op.f.is_empty() {

@@ -13,6 +13,7 @@
 
 mod error;
 mod lazy;
+mod mapped;
 mod op;
 mod pairing;
 pub mod read;
@@ -22,7 +23,8 @@ pub mod write;
 pub use error::HistoryError;
 pub use op::{value_key_string, Op, OpType, Process, NO_INDEX};
 
-pub(crate) use lazy::{LineSource, NameTable, OpHead};
+pub(crate) use lazy::{LineSource, NameTable, OpHead, Spans, Text};
+pub(crate) use mapped::trim_heap;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -162,12 +164,12 @@ impl History {
         let mut heads = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter_mut().enumerate() {
             op.index = i as u64;
-            heads.push(OpHead {
-                time: op.time,
-                process: op.process,
-                op_type: op.op_type,
-                f: names.intern(&op.f),
-            });
+            heads.push(OpHead::new(
+                op.time,
+                op.process,
+                op.op_type,
+                names.intern(&op.f),
+            ));
         }
         let mut h = History::from_heads(heads, names.names, None, indices)?;
         h.ops = OnceLock::from(ops);
@@ -287,6 +289,14 @@ impl History {
         self.source.as_ref()?.line_text(pos)
     }
 
+    /// Tells the history that a pass is done with the ops before `pos`: a history mapped
+    /// from a big file hands their pages back. Reading them later stays correct.
+    pub(crate) fn release_before(&self, pos: usize) {
+        if let Some(s) = &self.source {
+            s.release_before(pos);
+        }
+    }
+
     /// Time (ns) of the op at `pos`.
     pub fn op_time(&self, pos: usize) -> Option<u64> {
         self.heads.get(pos).map(|h| h.time)
@@ -302,7 +312,7 @@ impl History {
 
     /// Process of the op at `pos`.
     pub fn op_process(&self, pos: usize) -> Option<Process> {
-        self.heads.get(pos).map(|h| h.process)
+        self.heads.get(pos).map(|h| h.process())
     }
 
     /// The nemesis's ops, in order.
@@ -314,7 +324,7 @@ impl History {
     pub fn nemesis_count(&self) -> usize {
         self.heads
             .iter()
-            .filter(|h| h.process == Process::Nemesis)
+            .filter(|h| h.process() == Process::Nemesis)
             .count()
     }
 

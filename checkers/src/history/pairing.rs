@@ -20,7 +20,7 @@ pub(crate) fn pair_heads(
     let mut open = OpenInvokes::new(heads.len());
     let mut slots: Vec<PairSlot> = Vec::new();
     for (pos, head) in heads.iter().enumerate() {
-        let Process::Client(p) = head.process else {
+        let Process::Client(p) = head.process() else {
             continue;
         };
         match head.op_type {

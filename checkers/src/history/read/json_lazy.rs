@@ -6,8 +6,8 @@
 use super::{is_txn_value, missing_f_reason, ParseContext};
 use crate::history::lazy::Span;
 use crate::history::{
-    simple_json, History, HistoryError, LineSource, NameTable, Op, OpHead, OpType, Process,
-    NO_INDEX,
+    simple_json, History, HistoryError, LineSource, NameTable, Op, OpHead, OpType, Process, Spans,
+    Text, NO_INDEX,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -128,9 +128,11 @@ impl ChunkIndices {
 /// Chunks of about this many bytes (ending at a newline) are parsed in parallel.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// Byte offsets splitting `text` into chunks that end just after a newline (or at the end).
-fn chunk_bounds(text: &str) -> Vec<usize> {
-    let bytes = text.as_bytes();
+/// Chunks parsed (in parallel) before their tables are merged and their text released.
+const BATCH_CHUNKS: usize = 64;
+
+/// Byte offsets splitting `bytes` into chunks that end just after a newline (or at the end).
+fn chunk_bounds(bytes: &[u8]) -> Vec<usize> {
     let mut bounds = vec![0];
     let mut pos = 0;
     while pos < bytes.len() {
@@ -194,12 +196,12 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
             }
         }
         out.indices.push(out.heads.len(), light.index);
-        out.heads.push(OpHead {
-            time: light.time,
-            process: light.process,
-            op_type: light.op_type,
-            f: out.names.intern(&f),
-        });
+        out.heads.push(OpHead::new(
+            light.time,
+            light.process,
+            light.op_type,
+            out.names.intern(&f),
+        ));
         out.lines.push(span(line));
         out.values
             .push(light.value.map(|r| span(r.get())).unwrap_or_default());
@@ -208,66 +210,91 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
 }
 
 /// Reads JSON Lines, keeping `text` as the history's source.
+///
+/// Chunks of lines are parsed in parallel a batch at a time; each batch is merged (its
+/// chunks' tables freed) and its text released (a mapped file's pages handed back)
+/// before the next, so neither is ever held twice or whole.
 pub(crate) fn read_json_lines_lazy(
-    text: String,
+    text: Text,
     ctx: &ParseContext,
 ) -> Result<History, HistoryError> {
     use rayon::prelude::*;
-    let bounds = chunk_bounds(&text);
-    let chunks: Vec<Chunk> = bounds
-        .par_windows(2)
-        .map(|w| parse_chunk(&text[w[0]..w[1]], w[0]))
-        .collect();
-    let total: usize = chunks.iter().map(|c| c.heads.len()).sum();
+    let bytes = text.bytes();
+    let bounds = chunk_bounds(bytes);
+    let windows: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
     let mut names = NameTable::default();
-    let mut heads = Vec::with_capacity(total);
-    let mut line_spans = Vec::with_capacity(total);
-    let mut value_spans = Vec::with_capacity(total);
+    let mut heads: Vec<OpHead> = Vec::new();
+    let mut spans = Spans::default();
     let mut lines_before = 0;
     let mut unnamed = Vec::new();
-    let carries_indices = chunks
-        .iter()
-        .scan(0, |pos, c| {
-            let at = *pos;
-            *pos += c.heads.len();
-            Some(!c.indices.is_positions(at))
-        })
-        .any(|x| x);
-    let mut indices = Vec::with_capacity(if carries_indices { total } else { 0 });
-    for chunk in chunks {
-        if let Some((line, reason)) = chunk.error {
-            return Err(ctx.error(lines_before + line + 1, reason));
+    // The indices the ops carried, kept (from the first chunk whose ops do not carry
+    // their positions) only when they are not simply the positions.
+    let mut indices: Option<Vec<u64>> = None;
+    for batch in windows.chunks(BATCH_CHUNKS) {
+        let chunks: Vec<Option<Chunk>> = batch
+            .par_iter()
+            .map(|&(start, end)| {
+                let chunk = std::str::from_utf8(&bytes[start..end])
+                    .ok()
+                    .map(|c| parse_chunk(c, start));
+                text.release(start..end);
+                chunk
+            })
+            .collect();
+        for chunk in chunks {
+            let Some(chunk) = chunk else {
+                return Err(not_utf8(ctx));
+            };
+            if let Some((line, reason)) = chunk.error {
+                // Text in memory was checked whole when read, a mapped file's is checked
+                // here: invalid UTF-8 anywhere is reported as reading it whole would.
+                if matches!(text, Text::Mapped(_)) && std::str::from_utf8(bytes).is_err() {
+                    return Err(not_utf8(ctx));
+                }
+                return Err(ctx.error(lines_before + line + 1, reason));
+            }
+            let at = heads.len();
+            if indices.is_none() && !chunk.indices.is_positions(at) {
+                let mut ix = Vec::with_capacity(at + chunk.heads.len());
+                ix.extend(0..at as u64);
+                indices = Some(ix);
+            }
+            if let Some(ix) = &mut indices {
+                chunk.indices.extend_into(at, chunk.heads.len(), ix);
+            }
+            unnamed.extend(
+                chunk
+                    .unnamed
+                    .iter()
+                    .map(|&(n, line)| (at + n, lines_before + line + 1)),
+            );
+            lines_before += chunk.line_count;
+            let ids: Vec<u32> = chunk.names.names.iter().map(|n| names.intern(n)).collect();
+            heads.extend(chunk.heads.into_iter().map(|mut h| {
+                h.f = ids[h.f as usize];
+                h
+            }));
+            for (line, value) in chunk.lines.into_iter().zip(chunk.values) {
+                spans.push(line, value);
+            }
         }
-        if carries_indices {
-            chunk
-                .indices
-                .extend_into(heads.len(), chunk.heads.len(), &mut indices);
-        }
-        unnamed.extend(
-            chunk
-                .unnamed
-                .iter()
-                .map(|&(n, line)| (heads.len() + n, lines_before + line + 1)),
-        );
-        lines_before += chunk.line_count;
-        let ids: Vec<u32> = chunk.names.names.iter().map(|n| names.intern(n)).collect();
-        heads.extend(chunk.heads.into_iter().map(|h| OpHead {
-            f: ids[h.f as usize],
-            ..h
-        }));
-        line_spans.extend(chunk.lines);
-        value_spans.extend(chunk.values);
     }
-    let source = LineSource::new(text, line_spans, value_spans);
+    let source = LineSource::new(text, spans);
     if !unnamed.is_empty() {
         name_completions(&mut heads, &unnamed, &source, ctx)?;
     }
-    History::from_heads(
-        heads,
-        names.names,
-        Some(Arc::new(source)),
-        carries_indices.then_some(indices),
-    )
+    History::from_heads(heads, names.names, Some(Arc::new(source)), indices)
+}
+
+/// The error `read_to_string` gives for text that is not UTF-8.
+fn not_utf8(ctx: &ParseContext) -> HistoryError {
+    HistoryError::Io {
+        file: ctx.file.clone(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ),
+    }
 }
 
 /// Gives each op in `unnamed` (position, line) that carries no `f` and no transaction
@@ -283,7 +310,7 @@ fn name_completions(
     for (pos, head) in heads.iter_mut().enumerate() {
         let invoked = match head.op_type {
             OpType::Invoke => None,
-            _ => open.remove(&head.process),
+            _ => open.remove(&head.process()),
         };
         if let Some(&(_, line)) = next.next_if(|(p, _)| *p == pos) {
             let Some(f) = invoked else {
@@ -296,7 +323,7 @@ fn name_completions(
             head.f = f;
         }
         if head.op_type == OpType::Invoke {
-            open.insert(head.process, head.f);
+            open.insert(head.process(), head.f);
         }
     }
     Ok(())

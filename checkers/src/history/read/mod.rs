@@ -14,7 +14,7 @@ mod jepsen_log;
 mod json;
 mod json_lazy;
 
-use super::{History, HistoryError, Op, OpType, Process, NO_INDEX};
+use super::{History, HistoryError, Op, OpType, Process, Text, NO_INDEX};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -77,12 +77,39 @@ fn skip_blank(bytes: &[u8], from: usize) -> usize {
     i
 }
 
+/// Files at least this big are mapped rather than read into memory (JSON Lines only).
+const MAP_BYTES: u64 = 64 << 20;
+
 /// Reads a history file in any supported format (detected from its content).
+///
+/// A big JSON Lines file is mapped instead of read into memory, and the reader and the
+/// checkers that stream through it hand its pages back as they go, so checking a
+/// multi-gigabyte history does not hold its text.
 pub fn read_path(path: &Path) -> Result<History, HistoryError> {
-    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
+    read_path_mapping(path, MAP_BYTES)
+}
+
+/// [`read_path`], mapping JSON Lines files of at least `map_bytes`.
+fn read_path_mapping(path: &Path, map_bytes: u64) -> Result<History, HistoryError> {
+    let io = |source| HistoryError::Io {
         file: path.to_path_buf(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() >= map_bytes {
+        if let Some(map) = super::mapped::Mapped::open(&file).map_err(io)? {
+            let head = &map.bytes()[..map.bytes().len().min(4096)];
+            let head = std::str::from_utf8(head)
+                .unwrap_or_else(|e| std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or(""));
+            if Format::detect(head) == Format::JsonLines {
+                let ctx = ParseContext {
+                    file: path.to_path_buf(),
+                };
+                return json_lazy::read_json_lines_lazy(Text::Mapped(map), &ctx);
+            }
+        }
+    }
+    let text = std::io::read_to_string(file).map_err(io)?;
     read_string(text, path, None)
 }
 
@@ -93,7 +120,7 @@ fn read_string(text: String, file: &Path, format: Option<Format>) -> Result<Hist
         let ctx = ParseContext {
             file: file.to_path_buf(),
         };
-        return json_lazy::read_json_lines_lazy(text, &ctx);
+        return json_lazy::read_json_lines_lazy(Text::Owned(text), &ctx);
     }
     read_str(&text, file, Some(format))
 }
@@ -206,5 +233,56 @@ impl ParseContext {
             line,
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("sb-read-{}-{name}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_mapped_file_reads_as_the_same_text_in_memory() {
+        let text = concat!(
+            "{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"txn\",\"value\":[[\"append\",1,1]]}\n",
+            "\n",
+            "{\"index\":1,\"time\":2,\"process\":0,\"type\":\"ok\",\"f\":\"txn\",\"value\":[[\"append\",1,1]]}\n",
+            "{\"index\":5,\"time\":3,\"process\":\"nemesis\",\"type\":\"info\",\"f\":\"kill\",\"value\":\"é\"}\n",
+        );
+        let path = temp_file("ok.jsonl", text.as_bytes());
+        let mapped = read_path_mapping(&path, 0).unwrap();
+        mapped.release_before(mapped.len());
+        let in_memory = read_str(text, &path, None).unwrap();
+        assert_eq!(mapped.ops(), in_memory.ops());
+        assert_eq!(mapped.op_index(2), 5);
+        assert_eq!(mapped.pair_slots(), in_memory.pair_slots());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_mapped_file_reports_errors_as_reading_it_whole_does() {
+        let bad_line =
+            b"{\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"r\"}\n{\"process\":\n";
+        let path = temp_file("bad.jsonl", bad_line);
+        assert_eq!(
+            read_path_mapping(&path, 0).unwrap_err().to_string(),
+            read_path_mapping(&path, u64::MAX).unwrap_err().to_string()
+        );
+        let mut not_utf8 = bad_line.to_vec();
+        not_utf8.extend_from_slice(b"{\"f\":\"\xff\"}\n");
+        let path2 = temp_file("utf8.jsonl", &not_utf8);
+        let mapped = read_path_mapping(&path2, 0).unwrap_err().to_string();
+        assert_eq!(
+            mapped,
+            read_path_mapping(&path2, u64::MAX).unwrap_err().to_string()
+        );
+        assert!(mapped.contains("UTF-8"), "{mapped}");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&path2);
     }
 }

@@ -1,0 +1,104 @@
+//! A read-only memory map of a history file, so a multi-gigabyte JSON Lines history is
+//! read in place instead of copied into the heap, and the pages a pass is done with are
+//! handed back (`release`): they stay in the page cache, not in the process.
+//!
+//! The only unsafe code of the crate. The map is private and read-only; a file changed
+//! by another process while it is mapped gives undefined contents (as with any reader
+//! that reads a file twice), and a file truncated meanwhile can raise SIGBUS, so only
+//! big files are mapped (see `read_path`).
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+
+/// A file's bytes, mapped read-only.
+pub(crate) struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+    page: usize,
+}
+
+// SAFETY: the mapping is read-only and owned by this value; `&[u8]` views of it are
+// shareable across threads, and `release` only asks the kernel to drop pages, which it
+// reloads from the file on the next access.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    /// Maps all of `file`; `None` for an empty file (nothing to map).
+    pub fn open(file: &File) -> io::Result<Option<Mapped>> {
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large"))?;
+        if len == 0 {
+            return Ok(None);
+        }
+        // SAFETY: a fresh private read-only mapping of `len` bytes of an open file.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page = usize::try_from(page).ok().filter(|p| p.is_power_of_two());
+        Ok(Some(Mapped {
+            ptr,
+            len,
+            page: page.unwrap_or(4096),
+        }))
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+
+    /// Gives back the whole pages inside `range`: the process stops holding them, the
+    /// next read of them reloads them from the page cache. Contents never change.
+    pub fn release(&self, range: Range<usize>) {
+        let start = range.start.min(self.len).next_multiple_of(self.page);
+        let end = range.end.min(self.len) / self.page * self.page;
+        if start >= end {
+            return;
+        }
+        // SAFETY: [start, end) is page-aligned and inside the mapping; MADV_DONTNEED on a
+        // private read-only file mapping only drops its resident pages.
+        unsafe {
+            libc::madvise(
+                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
+                end - start,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `open` mapped, once.
+        unsafe {
+            libc::munmap(self.ptr, self.len);
+        }
+    }
+}
+
+/// Hands the heap's freed memory back to the system: glibc keeps what a finished pass
+/// freed (many small tables) until a later allocation reuses it, which the big tables
+/// of the next pass never do. A no-op elsewhere.
+pub(crate) fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only returns free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
