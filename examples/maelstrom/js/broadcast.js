@@ -25,9 +25,11 @@
 // refilled. A neighbour that has answered one of our gossips knows our
 // nonce; to any other neighbour the node sends a `hello` 1 s after init
 // (retried until answered), so a restarted node is refilled even when
-// nothing else is happening. A restarted node gets no new `topology`:
-// until it has one it gossips to all other nodes and asks for the map in
-// its gossips and hellos; the first answer that carries one restores it.
+// nothing else is happening. Gossip that reaches a new process before its
+// init is dropped (the sender retries). A restarted node gets no new
+// `topology`: until it has one it gossips to all other nodes and asks for
+// the map in its gossips and hellos; the first answer that carries one
+// restores it.
 const crypto = require('crypto');
 const { Node } = require('./maelstrom');
 
@@ -123,12 +125,20 @@ node.on('broadcast', (msg) => {
 
 node.on('read', (msg) => node.reply(msg, { type: 'read_ok', messages: sortedMessages() }));
 
+// A restarted process can get gossip before its init; it has no node id
+// to answer from yet, so it drops it (the sender retries).
+function beforeInit() {
+  return node.nodeId === null;
+}
+
 node.on('hello', (msg) => {
+  if (beforeInit()) return;
   noteBoot(msg.src, msg.body.boot);
   node.reply(msg, { type: 'hello_ok', boot: BOOT, topology: msg.body.want_topology ? topo : null });
 });
 
 node.on('gossip', (msg) => {
+  if (beforeInit()) return;
   const peer = msg.src;
   noteBoot(peer, msg.body.boot);
   const got = Array.isArray(msg.body.messages) ? msg.body.messages : [];

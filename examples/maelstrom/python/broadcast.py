@@ -24,7 +24,8 @@ set, so everything is marked unknown for it again and it is refilled. A
 neighbour that has answered one of our gossips knows our nonce; to any
 other neighbour the node sends a ``hello`` 1 s after init (retried until
 answered), so a restarted node is refilled even when nothing else is
-happening. A restarted node gets no new ``topology``: until it has one it
+happening. Gossip that reaches a new process before its ``init`` is
+dropped (the sender retries). A restarted node gets no new ``topology``: until it has one it
 gossips to all other nodes and asks for the map in its gossips and
 hellos; the first answer that carries one restores it.
 """
@@ -132,8 +133,16 @@ def read(msg):
     node.reply(msg, {"type": "read_ok", "messages": as_list(messages)})
 
 
+def before_init(msg):
+    """A restarted process can get gossip before its init; it has no node
+    id to answer from yet, so it drops it (the sender retries)."""
+    return node.node_id is None
+
+
 @node.handler("hello")
 def hello(msg):
+    if before_init(msg):
+        return
     note_boot(msg["src"], msg["body"].get("boot"))
     node.reply(msg, {"type": "hello_ok", "boot": BOOT,
                      "topology": topo if msg["body"].get("want_topology") else None})
@@ -141,6 +150,8 @@ def hello(msg):
 
 @node.handler("gossip")
 def gossip(msg):
+    if before_init(msg):
+        return
     body = msg["body"]
     peer = msg["src"]
     note_boot(peer, body.get("boot"))
