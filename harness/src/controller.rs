@@ -236,29 +236,8 @@ pub async fn run_test(
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
     let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
-    let nemesis_spec = match &spec.nemesis_plan {
-        Some(path) => NemesisSpec::from_plan_file(path)?,
-        None => NemesisSpec::parse(
-            &spec.nemesis.join(","),
-            Duration::from_secs_f64(spec.nemesis_interval_s),
-            spec.seed,
-        )?,
-    };
-    let time_limit = Duration::from_secs_f64(spec.time_limit_s);
-    let mut spec = spec.clone();
-    spec.nemesis_schedule =
-        serde_json::to_value(Nemesis::new(nemesis_spec.clone()).schedule(spec.nodes, time_limit))?;
+    let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
-    let run_dir = RunDir::create(&spec.store, &spec.name)
-        .with_context(|| format!("creating the run directory under {}", spec.store.display()))?;
-    std::fs::write(run_dir.test_json(), serde_json::to_vec_pretty(spec)?)?;
-    eprintln!(
-        "splitbrain: test {} seed {} -> {}",
-        spec.name,
-        spec.seed,
-        run_dir.path.display()
-    );
-
     let topts = TargetOptions {
         shards: spec.shards,
         read_mode: spec.read_mode.clone(),
@@ -318,17 +297,9 @@ pub async fn run_test(
     let cluster = match cluster {
         Ok(c) => Arc::new(c),
         Err(e) => {
-            let ops = recorder.finish().unwrap_or_default();
             crate::mesh::stop_mesh(mesh.as_deref()).await;
             let e = anyhow::Error::new(e).context("starting the cluster");
-            // A run that never started still leaves results.json, so a CI gate reading
-            // it sees why instead of a missing file.
-            let history = History::new(ops).unwrap_or_default();
-            let result = CheckResult::new("cluster", Validity::Unknown, format!("{e:#}"));
-            let incomplete = Some("the cluster did not start".into());
-            if let Err(w) = store_summary(spec, &run_dir, vec![result], &history, incomplete) {
-                eprintln!("splitbrain: could not write results: {w:#}");
-            }
+            record_start_failure(spec, &run_dir, &recorder, format!("{e:#}"), "the cluster");
             return Err(e);
         }
     };
@@ -351,6 +322,51 @@ pub async fn run_test(
         spec, &run_dir, &recorder, result, &cancel, workload, check, None,
     )
     .await
+}
+
+/// Opens a run: the nemesis spec (plan file or `--nemesis`), the test spec with the fault
+/// schedule it will follow, and its run directory with `test.json` written.
+pub(crate) fn open_run(spec: &TestSpec) -> anyhow::Result<(NemesisSpec, TestSpec, RunDir)> {
+    let nemesis_spec = match &spec.nemesis_plan {
+        Some(path) => NemesisSpec::from_plan_file(path)?,
+        None => NemesisSpec::parse(
+            &spec.nemesis.join(","),
+            Duration::from_secs_f64(spec.nemesis_interval_s),
+            spec.seed,
+        )?,
+    };
+    let time_limit = Duration::from_secs_f64(spec.time_limit_s);
+    let mut spec = spec.clone();
+    spec.nemesis_schedule =
+        serde_json::to_value(Nemesis::new(nemesis_spec.clone()).schedule(spec.nodes, time_limit))?;
+    let run_dir = RunDir::create(&spec.store, &spec.name)
+        .with_context(|| format!("creating the run directory under {}", spec.store.display()))?;
+    std::fs::write(run_dir.test_json(), serde_json::to_vec_pretty(&spec)?)?;
+    eprintln!(
+        "splitbrain: test {} seed {} -> {}",
+        spec.name,
+        spec.seed,
+        run_dir.path.display()
+    );
+    Ok((nemesis_spec, spec, run_dir))
+}
+
+/// A run whose nodes never started still leaves results.json (verdict unknown, `why`),
+/// so a CI gate reading it sees why instead of a missing file. `what` names what failed.
+pub(crate) fn record_start_failure(
+    spec: &TestSpec,
+    run_dir: &RunDir,
+    recorder: &HistoryRecorder,
+    why: String,
+    what: &str,
+) {
+    let ops = recorder.finish().unwrap_or_default();
+    let history = History::new(ops).unwrap_or_default();
+    let result = CheckResult::new("cluster", Validity::Unknown, why);
+    let incomplete = Some(format!("{what} did not start"));
+    if let Err(w) = store_summary(spec, run_dir, vec![result], &history, incomplete) {
+        eprintln!("splitbrain: could not write results: {w:#}");
+    }
 }
 
 /// After teardown: reads back what was recorded, runs the workload's checkers (in a

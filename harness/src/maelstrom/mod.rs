@@ -35,15 +35,13 @@ use crate::check::CheckOptions;
 use crate::controller::{drive, finish_run, DriveClients, RunOutcome};
 use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;
-use crate::store::RunDir;
 use crate::target::Client;
 use anyhow::Context;
 use net::{LatencyDist, MaelstromNet, NetOptions};
 use nodes::{MaelstromNodes, NodeFiles};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use splitbrain_checkers::{CheckResult, History, Validity};
-use splitbrain_nemesis::{Nemesis, NemesisSpec, NetworkFaults};
+use splitbrain_nemesis::{Nemesis, NetworkFaults};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -143,28 +141,8 @@ pub async fn run_maelstrom_test(
         .clone()
         .context("a maelstrom test needs --bin")?;
     anyhow::ensure!(m.bin.is_file(), "--bin {} is not a file", m.bin.display());
-    let nemesis_spec = match &spec.nemesis_plan {
-        Some(path) => NemesisSpec::from_plan_file(path)?,
-        None => NemesisSpec::parse(
-            &spec.nemesis.join(","),
-            Duration::from_secs_f64(spec.nemesis_interval_s),
-            spec.seed,
-        )?,
-    };
-    let time_limit = Duration::from_secs_f64(spec.time_limit_s);
-    let mut spec = spec.clone();
-    spec.nemesis_schedule =
-        serde_json::to_value(Nemesis::new(nemesis_spec.clone()).schedule(spec.nodes, time_limit))?;
+    let (nemesis_spec, spec, run_dir) = crate::controller::open_run(spec)?;
     let spec = &spec;
-    let run_dir = RunDir::create(&spec.store, &spec.name)
-        .with_context(|| format!("creating the run directory under {}", spec.store.display()))?;
-    std::fs::write(run_dir.test_json(), serde_json::to_vec_pretty(spec)?)?;
-    eprintln!(
-        "splitbrain: test {} seed {} -> {}",
-        spec.name,
-        spec.seed,
-        run_dir.path.display()
-    );
     let net = MaelstromNet::new(
         spec.nodes,
         NetOptions {
@@ -189,15 +167,13 @@ pub async fn run_maelstrom_test(
     let nodes = match started {
         Ok(n) => n,
         Err(why) => {
-            let ops = recorder.finish().unwrap_or_default();
-            let history = History::new(ops).unwrap_or_default();
-            let result = CheckResult::new("cluster", Validity::Unknown, why.clone());
-            let incomplete = Some("the nodes did not start".into());
-            if let Err(w) =
-                crate::controller::store_summary(spec, &run_dir, vec![result], &history, incomplete)
-            {
-                eprintln!("splitbrain: could not write results: {w:#}");
-            }
+            crate::controller::record_start_failure(
+                spec,
+                &run_dir,
+                &recorder,
+                why.clone(),
+                "the nodes",
+            );
             anyhow::bail!("starting the maelstrom nodes: {why}");
         }
     };
