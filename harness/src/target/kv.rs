@@ -387,9 +387,13 @@ impl KvClient {
                     (Err((c, took)), took)
                 }
                 None => {
-                    HEDGES.fetch_add(1, Ordering::Relaxed);
                     let second_began = Instant::now();
-                    let second = self.routed(second_node, op, deadline);
+                    // Counted when the second request is first polled, i.e. sent: `first`
+                    // may win the select below before `second` is ever polled.
+                    let second = async {
+                        HEDGES.fetch_add(1, Ordering::Relaxed);
+                        self.routed(second_node, op, deadline).await
+                    };
                     tokio::pin!(second);
                     let (c, winner) = tokio::select! {
                         r = &mut first => (r.0, 1),
