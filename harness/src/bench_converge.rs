@@ -58,6 +58,7 @@ pub async fn converge_after_heal(
                 data_dir: dir.join(&name).join("data"),
                 log_file: dir.join(&name).join("node.log"),
                 name,
+                netns: None,
             }
         })
         .collect();

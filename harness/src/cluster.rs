@@ -14,7 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::target::Target;
+use crate::target::{ClockSource, Target};
+use splitbrain_nemesis::faketime::FaketimeClocks;
 
 /// Errors from starting or controlling the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,10 @@ pub struct NodeLayout {
     pub data_dir: PathBuf,
     /// The node's log file (stdout and stderr).
     pub log_file: PathBuf,
+    /// The network namespace the node runs in (`ip netns exec`, which execs the binary, so
+    /// the PID the harness signals is the node's own), or none for the caller's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
 }
 
 /// Free loopback ports, held open (bound) until [`PortReservation::release`], so nothing
@@ -138,11 +143,14 @@ pub struct Cluster {
     nodes: Vec<Mutex<NodeProcess>>,
     target: Arc<dyn Target>,
     http: reqwest::Client,
+    /// The nodes' libfaketime offset files, for targets whose clocks move that way.
+    clocks: Option<FaketimeClocks>,
 }
 
 impl Cluster {
     /// Lays out `layouts.len()` nodes and starts them with the argument lists `args`,
-    /// then waits (up to `ready_timeout`) until every node reports ready.
+    /// then waits (up to `ready_timeout`) until every node reports ready. A target whose
+    /// clocks move through libfaketime gets its offset files in `clock_dir`.
     pub async fn start(
         target: Arc<dyn Target>,
         binary: PathBuf,
@@ -150,6 +158,17 @@ impl Cluster {
         args: Vec<Vec<String>>,
         ready_timeout: Duration,
     ) -> Result<Cluster, ClusterError> {
+        let clocks = match target.clock_source() {
+            ClockSource::Faketime => {
+                let dir = layouts
+                    .first()
+                    .and_then(|l| l.log_file.parent()?.parent().map(|d| d.join("clocks")))
+                    .unwrap_or_else(std::env::temp_dir);
+                // Without libfaketime the nodes still run; the clock nemesis then says why.
+                FaketimeClocks::new(&dir, layouts.len()).ok()
+            }
+            ClockSource::Endpoint | ClockSource::Unsupported => None,
+        };
         let nodes = layouts
             .into_iter()
             .zip(args)
@@ -171,6 +190,7 @@ impl Cluster {
                 .timeout(Duration::from_millis(500))
                 .build()
                 .map_err(|e| std::io::Error::other(e.to_string()))?,
+            clocks,
         };
         for i in 0..cluster.nodes.len() {
             cluster.spawn_node(i)?;
@@ -202,7 +222,17 @@ impl Cluster {
             .create(true)
             .append(true)
             .open(&node.layout.log_file)?;
-        let mut cmd = Command::new(&self.binary);
+        let mut cmd = match &node.layout.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&self.binary);
+                c
+            }
+            None => Command::new(&self.binary),
+        };
+        if let Some(clocks) = &self.clocks {
+            cmd.envs(clocks.env(i));
+        }
         cmd.args(&node.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -345,11 +375,25 @@ impl ClusterControl for Cluster {
     }
 
     async fn set_clock_offset(&self, i: usize, offset_ms: i64) -> Result<(), NemesisError> {
-        let addr = lock(&self.nodes[i]).layout.client_addr;
-        self.target
-            .set_clock_offset(&self.http, addr, offset_ms)
-            .await
-            .map_err(NemesisError::Fault)
+        match self.target.clock_source() {
+            ClockSource::Endpoint => {
+                let addr = lock(&self.nodes[i]).layout.client_addr;
+                self.target
+                    .set_clock_offset(&self.http, addr, offset_ms)
+                    .await
+                    .map_err(NemesisError::Fault)
+            }
+            ClockSource::Faketime => match &self.clocks {
+                Some(clocks) => clocks.set_offset(i, offset_ms),
+                None => Err(NemesisError::Unsupported(
+                    "libfaketime is not installed (Debian package faketime)".into(),
+                )),
+            },
+            ClockSource::Unsupported => Err(NemesisError::Unsupported(format!(
+                "the clock of target {} cannot be moved",
+                self.target.name()
+            ))),
+        }
     }
 }
 

@@ -11,6 +11,13 @@
 //! otherwise. Delay needs netem, which some kernels lack (detected at create time, see
 //! [`NetnsCluster::supports_delay`]); bandwidth caps are not offered by this backend.
 //!
+//! [`NetnsCluster::create_reachable`] also links the caller's namespace into the bridge
+//! (one veth, address `10.77.X.1/24` with `X` unused on this host, claimed under the
+//! lock `ip netns` itself takes on `/run/netns`), so a harness outside the namespaces can
+//! reach the nodes directly: a real system whose members dial each other at one advertised
+//! address (etcd, Redis, sshd) cannot sit behind the proxy mesh. Faults filter by the nodes' source addresses, so the host link is
+//! never cut.
+//!
 //! Cleanup: [`NetnsCluster::teardown`] (also run on drop) deletes every namespace it made,
 //! which removes its veths, bridge and rules with it; [`sweep_stale`] removes namespaces
 //! left by runs whose process is gone.
@@ -25,8 +32,12 @@ use crate::NemesisError;
 
 /// Every namespace this backend creates starts with this prefix.
 pub const PREFIX: &str = "sb-";
-/// Subnet of the node addresses (inside the namespaces only).
+/// Subnet of the node addresses of a cluster without a host link (inside the namespaces
+/// only, so every such cluster can use the same one).
 const SUBNET: [u8; 3] = [10, 77, 0];
+/// Serialises the choice of a free host-link subnet between processes: a lock on the
+/// directory `ip netns` keeps its namespaces in, so no file of our own is left behind.
+const HOST_LINK_LOCK: &str = "/run/netns";
 /// The nftables table the rules live in (inside each node namespace).
 const TABLE: &str = "splitbrain";
 /// The iptables chain the rules live in, when nft is missing.
@@ -119,6 +130,44 @@ fn run_stdin(program: &str, args: &[&str], input: &str) -> Result<(), NemesisErr
     }
 }
 
+/// An exclusive `flock` on [`HOST_LINK_LOCK`], released on drop (and by the kernel if the
+/// process dies).
+struct HostLinkLock {
+    // held only for its lock, which closing the file releases
+    _file: std::fs::File,
+}
+
+impl HostLinkLock {
+    fn acquire() -> Result<HostLinkLock, NemesisError> {
+        use std::os::fd::AsRawFd;
+        std::fs::create_dir_all(HOST_LINK_LOCK)?;
+        let file = std::fs::File::open(HOST_LINK_LOCK)
+            .map_err(|e| NemesisError::Fault(format!("open {HOST_LINK_LOCK}: {e}")))?;
+        // SAFETY: flock on a descriptor this function owns; no memory is touched.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(NemesisError::Fault(format!(
+                "lock {HOST_LINK_LOCK}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(HostLinkLock { _file: file })
+    }
+}
+
+/// A `10.77.X.0/24` with `X` in 1..=254 that no address of the caller's namespace is in.
+fn free_host_subnet() -> Result<[u8; 3], NemesisError> {
+    let used = run("ip", &["-4", "-o", "addr", "show"])?;
+    let taken: std::collections::HashSet<u8> = used
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("10.77."))
+        .filter_map(|rest| rest.split('.').next()?.parse().ok())
+        .collect();
+    (1..=254u8)
+        .find(|x| !taken.contains(x))
+        .map(|x| [10, 77, x])
+        .ok_or_else(|| NemesisError::Fault("no free 10.77.X.0/24 subnet for a host link".into()))
+}
+
 /// Namespaces named `sb-*` that exist now.
 pub fn list_namespaces() -> Vec<String> {
     run("ip", &["netns", "list"])
@@ -130,10 +179,31 @@ pub fn list_namespaces() -> Vec<String> {
         .collect()
 }
 
-/// Removes `sb-<pid>-*` namespaces whose creating process no longer runs (left by a run
-/// that was killed). Returns the names removed.
+/// Host-link ends (`sbh<pid>x<k>`) in the caller's namespace.
+pub fn host_links() -> Vec<String> {
+    run("ip", &["-o", "link", "show"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(':').nth(1))
+        .map(|name| name.trim().split('@').next().unwrap_or("").to_string())
+        .filter(|name| name.starts_with("sbh"))
+        .collect()
+}
+
+/// Removes `sb-<pid>-*` namespaces, and `sbh<pid>x*` host links, whose creating process
+/// no longer runs (left by a run that was killed). Returns the names removed.
 pub fn sweep_stale() -> Vec<String> {
     let mut removed = Vec::new();
+    for link in host_links() {
+        let pid = link
+            .strip_prefix("sbh")
+            .and_then(|rest| rest.split(['x', 'p']).next())
+            .and_then(|p| p.parse::<u32>().ok());
+        let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        if pid.is_some() && !alive && run("ip", &["link", "del", &link]).is_ok() {
+            removed.push(link);
+        }
+    }
     for name in list_namespaces() {
         let pid = name
             .strip_prefix(PREFIX)
@@ -150,6 +220,10 @@ pub fn sweep_stale() -> Vec<String> {
 /// A set of node namespaces on a private bridge, with packet-filter faults.
 pub struct NetnsCluster {
     hub: String,
+    /// The /24 the node addresses are in.
+    subnet: [u8; 3],
+    /// The caller-side end of the host link, if the cluster has one.
+    host_link: Option<String>,
     nodes: Vec<String>,
     firewall: Firewall,
     netem: bool,
@@ -161,6 +235,17 @@ impl NetnsCluster {
     /// Creates `n` node namespaces (after sweeping stale ones). On any failure, whatever
     /// was created is removed before the error returns.
     pub fn create(n: usize) -> Result<NetnsCluster, NemesisError> {
+        Self::create_inner(n, false)
+    }
+
+    /// [`NetnsCluster::create`], plus a link from the caller's namespace into the bridge
+    /// with address [`NetnsCluster::host_addr`], so the caller reaches every node at
+    /// [`NetnsCluster::addr`]. The link goes away with the hub namespace at teardown.
+    pub fn create_reachable(n: usize) -> Result<NetnsCluster, NemesisError> {
+        Self::create_inner(n, true)
+    }
+
+    fn create_inner(n: usize, reachable: bool) -> Result<NetnsCluster, NemesisError> {
         if n == 0 || n > 200 {
             return Err(NemesisError::Fault(format!(
                 "node count {n} is not within 1..=200"
@@ -180,6 +265,8 @@ impl NetnsCluster {
         let tag = format!("{PREFIX}{}-{k}", std::process::id());
         let mut cluster = NetnsCluster {
             hub: format!("{tag}-hub"),
+            subnet: SUBNET,
+            host_link: None,
             nodes: (0..n).map(|i| format!("{tag}-n{}", i + 1)).collect(),
             firewall,
             netem: false,
@@ -187,9 +274,57 @@ impl NetnsCluster {
             torn_down: AtomicBool::new(false),
         };
         // on error, dropping `cluster` tears down the part already built
+        if reachable {
+            cluster.host_link = Some(format!("sbh{}x{k}", std::process::id()));
+            cluster.subnet = cluster.claim_host_subnet()?;
+        }
         cluster.build()?;
+        cluster.build_host_link()?;
         cluster.netem = cluster.probe_netem();
         Ok(cluster)
+    }
+
+    /// Picks a `10.77.X.0/24` no other cluster uses and claims it: the host end of the
+    /// link is made in the caller's namespace and given `X.1` while the lock is held, so
+    /// the next caller sees the subnet taken. `ip netns add` takes the same lock, so no
+    /// namespace is made while it is held.
+    fn claim_host_subnet(&self) -> Result<[u8; 3], NemesisError> {
+        let Some(link) = self.host_link.as_deref() else {
+            return Ok(SUBNET);
+        };
+        let _lock = HostLinkLock::acquire()?;
+        let subnet = free_host_subnet()?;
+        let peer = format!("{link}p");
+        run(
+            "ip",
+            &["link", "add", link, "type", "veth", "peer", "name", &peer],
+        )?;
+        let cidr = format!("{}.{}.{}.1/24", subnet[0], subnet[1], subnet[2]);
+        run("ip", &["addr", "add", &cidr, "dev", link])?;
+        Ok(subnet)
+    }
+
+    /// Moves the far end of the claimed host link into the hub and onto its bridge.
+    fn build_host_link(&self) -> Result<(), NemesisError> {
+        let Some(link) = self.host_link.as_deref() else {
+            return Ok(());
+        };
+        let hub = self.hub.as_str();
+        let peer = format!("{link}p");
+        run("ip", &["link", "set", &peer, "netns", hub])?;
+        run("ip", &["-n", hub, "link", "set", &peer, "name", "host"])?;
+        run("ip", &["-n", hub, "link", "set", "host", "master", "br0"])?;
+        run("ip", &["-n", hub, "link", "set", "host", "up"])?;
+        run("ip", &["link", "set", link, "up"])?;
+        Ok(())
+    }
+
+    /// The caller's address on the bridge, for a cluster made by
+    /// [`NetnsCluster::create_reachable`].
+    pub fn host_addr(&self) -> Option<Ipv4Addr> {
+        self.host_link
+            .as_ref()
+            .map(|_| Ipv4Addr::new(self.subnet[0], self.subnet[1], self.subnet[2], 1))
     }
 
     fn build(&self) -> Result<(), NemesisError> {
@@ -265,9 +400,10 @@ impl NetnsCluster {
         &self.nodes[i.min(self.nodes.len() - 1)]
     }
 
-    /// Node `i`'s address (valid inside the node namespaces only).
+    /// Node `i`'s address (inside the node namespaces; from the caller too when the cluster
+    /// was made by [`NetnsCluster::create_reachable`]).
     pub fn addr(&self, i: usize) -> Ipv4Addr {
-        Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], 10 + i as u8)
+        Ipv4Addr::new(self.subnet[0], self.subnet[1], self.subnet[2], 10 + i as u8)
     }
 
     /// A command that runs `program` inside node `i`'s namespace
@@ -429,6 +565,14 @@ impl NetnsCluster {
         for ns in self.nodes.iter().chain(std::iter::once(&self.hub)) {
             if existing.contains(ns) {
                 if let Err(e) = run("ip", &["netns", "del", ns]) {
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        // Gone with the hub already, unless the run failed before the link was moved there.
+        if let Some(link) = &self.host_link {
+            if host_links().contains(link) {
+                if let Err(e) = run("ip", &["link", "del", link]) {
                     errors.push(e.to_string());
                 }
             }

@@ -377,3 +377,63 @@ async fn nemesis_drives_namespaces() {
     assert!(cluster.faults().is_clean());
     cluster.teardown().unwrap();
 }
+
+/// One echo round trip from the test's own namespace (through the host link).
+fn echo_from_host(to: SocketAddr) -> Result<String, String> {
+    let timeout = Duration::from_millis(500);
+    let mut s = TcpStream::connect_timeout(&to, timeout).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout)).unwrap();
+    writeln!(s, "ping").map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    Ok(line.trim().to_string())
+}
+
+#[test]
+fn host_link_reaches_nodes_directly_and_survives_partitions() {
+    if let Some(why) = skip_reason() {
+        println!("SKIP netns test: {why}");
+        return;
+    }
+    let a = NetnsCluster::create_reachable(2).expect("create reachable cluster");
+    let b = NetnsCluster::create_reachable(2).expect("a second one beside it");
+    let (ha, hb) = (a.host_addr().unwrap(), b.host_addr().unwrap());
+    assert_ne!(ha, hb, "two live clusters must not share a subnet");
+    assert_eq!(a.addr(0).octets()[..3], ha.octets()[..3]);
+    let port = 7311;
+    let _server = KillOnDrop(echo_server_in(&a, 0, port));
+    let to = SocketAddr::from((a.addr(0), port));
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut last = Err(String::new());
+    while Instant::now() < end {
+        last = echo_from_host(to);
+        if last.as_deref() == Ok("ping") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(last.as_deref(), Ok("ping"), "host reaches node 0 directly");
+    // Cut node 1 off from node 0: node 1 cannot reach it, the host still can.
+    let mut cut = NetFaults::new();
+    cut.cut(1, 0, CutMode::Blackhole);
+    a.apply(&cut).unwrap();
+    assert!(echo_once(a.namespace(1), to, Duration::from_millis(300)).is_err());
+    assert_eq!(echo_from_host(to).as_deref(), Ok("ping"));
+    a.apply(&NetFaults::new()).unwrap();
+    drop(_server);
+    // Host link names start with this; none may be left.
+    let link = format!("sbh{}x", std::process::id());
+    a.teardown().unwrap();
+    b.teardown().unwrap();
+    let left = std::process::Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        !left.contains(&link),
+        "host links left after teardown: {left}"
+    );
+}

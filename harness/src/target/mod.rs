@@ -92,6 +92,38 @@ pub struct BugInfo<'a> {
     pub description: &'a str,
 }
 
+/// Where a target's nodes live on the network, which decides how the harness lays them
+/// out and which network backend its faults use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeNetwork {
+    /// Loopback ports the harness picks; peers dial each other through the proxy mesh
+    /// (every bundled target: peer addresses can be set per node).
+    Mesh,
+    /// Each node in a network namespace of its own (root needed), at the namespace's
+    /// address on these fixed ports, reached by the harness directly over a host link.
+    /// For systems whose members dial each other at one advertised address (etcd, Redis):
+    /// partitions are packet-filter rules inside the namespaces.
+    Namespaces {
+        /// The port clients use on every node.
+        client_port: u16,
+        /// The port peers use on every node.
+        peer_port: u16,
+    },
+}
+
+/// How the clock nemesis moves a node's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockSource {
+    /// Through [`Target::set_clock_offset`] (the bundled targets' `/admin/clock`).
+    Endpoint,
+    /// libfaketime preloaded into the node process, its offset file rewritten while it
+    /// runs (unmodified C programs; not Go programs, which read the vDSO directly).
+    Faketime,
+    /// The target's clock cannot be moved; the clock nemesis reports that it is
+    /// unsupported.
+    Unsupported,
+}
+
 /// A system under test.
 ///
 /// Names and lists are borrowed from the target rather than `'static`: an `exec` target
@@ -106,6 +138,14 @@ pub trait Target: Send + Sync {
     fn binary_name(&self) -> &str;
     /// The bugs it knows.
     fn bugs(&self) -> Vec<BugInfo<'_>>;
+    /// Where its nodes live on the network; the proxy mesh unless it says otherwise.
+    fn network(&self) -> NodeNetwork {
+        NodeNetwork::Mesh
+    }
+    /// How its clocks are moved; its `/admin/clock` endpoint unless it says otherwise.
+    fn clock_source(&self) -> ClockSource {
+        ClockSource::Endpoint
+    }
     /// Read modes it knows (first is the default).
     fn read_modes(&self) -> Vec<&str>;
     /// Command-line arguments for node `i`. `peer_addrs[j]` is where node `i` must dial
