@@ -135,6 +135,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         active_keys: 8,
         ops_per_key: 100,
         quiesce_s: 0.5,
+        converge_bound_s: crate::spec::default_converge_bound_s(),
         store: opts.store.clone(),
         target_bin: None,
         version: env!("CARGO_PKG_VERSION").to_string(),

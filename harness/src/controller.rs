@@ -735,7 +735,7 @@ pub async fn drive<C: ClusterControl>(
             make_client: make_replica_client,
             recorder: recorder.clone(),
             op_timeout,
-            bound: crate::converge::CONVERGE_BOUND,
+            bound: Duration::from_secs_f64(spec.converge_bound_s),
         };
         let report = rounds.run(&cancel).await;
         eprintln!("splitbrain: final reads: {report}");

@@ -69,10 +69,19 @@ pub struct TestSpec {
     pub ops_per_key: usize,
     /// Seconds to let the cluster settle after healing, before final reads.
     pub quiesce_s: f64,
+    /// Convergence workloads: the longest the per-replica final reads go on waiting for
+    /// the replicas to agree (`--converge-bound`). Absent in older test.json files.
+    #[serde(default = "default_converge_bound_s")]
+    pub converge_bound_s: f64,
     /// Where the run store is.
     pub store: PathBuf,
     /// Explicit node binary, if given.
     pub target_bin: Option<PathBuf>,
     /// splitbrain's version.
     pub version: String,
+}
+
+/// [`TestSpec::converge_bound_s`] when test.json does not say.
+pub fn default_converge_bound_s() -> f64 {
+    crate::converge::CONVERGE_BOUND.as_secs_f64()
 }

@@ -44,6 +44,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         active_keys: 8,
         ops_per_key: 100,
         quiesce_s: 0.5,
+        converge_bound_s: splitbrain::spec::default_converge_bound_s(),
         store: store.path().to_path_buf(),
         target_bin: None,
         version: "test".into(),

@@ -73,6 +73,10 @@ pub(crate) struct TestArgs {
     /// the client's running p95 read latency, never below this).
     #[arg(long, default_value_t = 2)]
     hedge_delay_ms: u64,
+    /// Convergence workloads: the longest the final reads wait, after the heal, for
+    /// every replica to agree (seconds). Replicas that still disagree then are divergent.
+    #[arg(long, default_value_t = splitbrain::spec::default_converge_bound_s())]
+    converge_bound: f64,
     /// Keys in use at once.
     #[arg(long, default_value_t = 8)]
     active_keys: usize,
@@ -258,9 +262,9 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
 
 /// The parts of a test spec every target shares.
 fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result<TestSpec> {
-    if a.nodes == 0 || a.concurrency == 0 || a.time_limit <= 0.0 {
+    if a.nodes == 0 || a.concurrency == 0 || a.time_limit <= 0.0 || a.converge_bound <= 0.0 {
         return Err(usage(
-            "--nodes, --concurrency and --time-limit must be positive",
+            "--nodes, --concurrency, --time-limit and --converge-bound must be positive",
         ));
     }
     let nemesis: Vec<String> = a
@@ -306,6 +310,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         active_keys: a.active_keys,
         ops_per_key: a.ops_per_key,
         quiesce_s: 2.0,
+        converge_bound_s: a.converge_bound,
         store: a.store.clone(),
         target_bin: a.target_bin.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),

@@ -92,6 +92,10 @@ pub fn repeat_command(test: &Value) -> String {
     flag("active-keys", text(&test["active_keys"]));
     flag("ops-per-key", text(&test["ops_per_key"]));
     flag("hedge-delay-ms", text(&test["hedge_delay_ms"]));
+    // Only where it differs from the default, which older runs did not store.
+    if test["converge_bound_s"].as_f64().is_some_and(|b| b != 20.0) {
+        flag("converge-bound", text(&test["converge_bound_s"]));
+    }
     flag("seed", text(&test["seed"]));
     words.join(" ")
 }
