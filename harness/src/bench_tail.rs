@@ -9,7 +9,8 @@
 //! load, a fixed share of the capacity measured first (read-index, no fault, no rate
 //! limit). Read latencies come from the recorded history (invoke to completion of `ok`
 //! reads); requests per read from the KV clients' counters; the verdict from the
-//! linearizability checker of the same run.
+//! linearizability checker of the same run. Each cell is a [`TailRun`] of the reports
+//! crate, which also draws the bench's page (`--html`).
 
 use crate::check::CheckOptions;
 use crate::controller::run_test;
@@ -20,6 +21,7 @@ use serde_json::{json, Value};
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::history::{History, Outcome};
 use splitbrain_checkers::Validity;
+use splitbrain_reports::{TailRun, TAIL_QUANTILES};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -69,31 +71,6 @@ pub fn scenarios(cell_ms: u64) -> Vec<Scenario> {
             plan: strobe("leader"),
         },
     ]
-}
-
-/// One measured cell.
-#[derive(Debug, Clone)]
-pub struct TailCell {
-    /// Read policy (`--read-mode`).
-    pub policy: String,
-    /// Scenario label.
-    pub scenario: String,
-    /// `ok` reads measured.
-    pub reads: usize,
-    /// Read latency quantiles, ms: p50, p99, p99.9.
-    pub p50: f64,
-    /// See `p50`.
-    pub p99: f64,
-    /// See `p50`.
-    pub p999: f64,
-    /// HTTP read requests sent per read op.
-    pub requests_per_read: f64,
-    /// Share of reads that sent a hedge (second request).
-    pub hedged_share: f64,
-    /// `ok` operations per second over the run.
-    pub ok_per_s: f64,
-    /// The checker's verdict.
-    pub verdict: Validity,
 }
 
 /// Bench settings.
@@ -205,7 +182,7 @@ pub async fn run_cell(
     policy: &str,
     scenario: &Scenario,
     rate: f64,
-) -> anyhow::Result<TailCell> {
+) -> anyhow::Result<TailRun> {
     let plan_path = opts.store.join(format!("plan-{}.json", std::process::id()));
     std::fs::write(&plan_path, serde_json::to_vec(&scenario.plan)?)?;
     let mut s = spec(opts, &format!("tail-{policy}"), policy, rate, opts.cell_s);
@@ -213,13 +190,14 @@ pub async fn run_cell(
     let (history, verdict, ok_per_s, counts) = run_one(&s).await?;
     let lat = read_latencies_ms(&history);
     let reads = counts.reads.max(1) as f64;
-    Ok(TailCell {
+    Ok(TailRun {
         policy: policy.to_string(),
         scenario: scenario.label.to_string(),
         reads: lat.len(),
-        p50: quantile(&lat, 0.5),
-        p99: quantile(&lat, 0.99),
-        p999: quantile(&lat, 0.999),
+        latency_ms: TAIL_QUANTILES
+            .iter()
+            .map(|(q, _)| quantile(&lat, *q))
+            .collect(),
         requests_per_read: counts.requests as f64 / reads,
         hedged_share: counts.hedges as f64 / reads,
         ok_per_s,
@@ -228,7 +206,7 @@ pub async fn run_cell(
 }
 
 /// The cells as a Markdown table, grouped by scenario.
-pub fn table(cells: &[TailCell]) -> String {
+pub fn table(cells: &[TailRun]) -> String {
     let mut out = String::from(
         "| scenario | policy | reads | p50 ms | p99 ms | p99.9 ms | requests/read | hedged | ok ops/s | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
@@ -238,9 +216,9 @@ pub fn table(cells: &[TailCell]) -> String {
             c.scenario,
             c.policy,
             c.reads,
-            c.p50,
-            c.p99,
-            c.p999,
+            c.at(0.5).unwrap_or(0.0),
+            c.at(0.99).unwrap_or(0.0),
+            c.at(0.999).unwrap_or(0.0),
             c.requests_per_read,
             100.0 * c.hedged_share,
             c.ok_per_s,
@@ -250,9 +228,28 @@ pub fn table(cells: &[TailCell]) -> String {
     out
 }
 
-/// The whole bench: capacity, then every scenario × policy. Prints progress on stderr;
-/// returns the Markdown report (load line and table).
-pub async fn run(opts: &TailOptions) -> anyhow::Result<String> {
+/// What the whole bench measured: the settings line and every cell.
+pub struct TailReport {
+    /// Nodes, clients, load, capacity, hedge floor and seed, in one sentence.
+    pub intro: String,
+    /// Every scenario × policy, in table order.
+    pub cells: Vec<TailRun>,
+}
+
+impl TailReport {
+    /// The Markdown report: the settings line and the table.
+    pub fn markdown(&self) -> String {
+        format!("{}\n\n{}", self.intro, table(&self.cells))
+    }
+
+    /// The HTML page: the table and a latency-quantile chart per scenario.
+    pub fn html(&self) -> String {
+        splitbrain_reports::tail_page(&self.intro, &self.cells)
+    }
+}
+
+/// The whole bench: capacity, then every scenario × policy. Prints progress on stderr.
+pub async fn run(opts: &TailOptions) -> anyhow::Result<TailReport> {
     std::fs::create_dir_all(&opts.store)?;
     let capacity = calibrate(opts).await?;
     let rate = (capacity * LOAD_SHARE).max(10.0);
@@ -266,23 +263,23 @@ pub async fn run(opts: &TailOptions) -> anyhow::Result<String> {
                 "bench tail: {} {}: p99 {:.2} ms, {:.3} requests/read, {}",
                 cell.scenario,
                 cell.policy,
-                cell.p99,
+                cell.at(0.99).unwrap_or(0.0),
                 cell.requests_per_read,
                 cell.verdict.label()
             );
             cells.push(cell);
         }
     }
-    Ok(format!(
+    let intro = format!(
         "3 nodes, 1 shard, register workload (half reads), {CONCURRENCY} clients, {:.0} s per cell, \
          offered load {rate:.0} ops/s = {:.0}% of the measured capacity ({capacity:.0} ok ops/s, \
-         read-index, no fault); hedge floor {} ms, seed {}.\n\n{}",
+         read-index, no fault); hedge floor {} ms, seed {}.",
         opts.cell_s,
         LOAD_SHARE * 100.0,
         opts.hedge_floor_ms,
         opts.seed,
-        table(&cells)
-    ))
+    );
+    Ok(TailReport { intro, cells })
 }
 
 /// A scratch store under `dir` for the bench's runs.

@@ -1,8 +1,9 @@
 //! # splitbrain-reports
 //!
 //! Turns a checked run into things people and machines read: the terminal summary
-//! table, `results.json`, a self-contained `report.html`, JUnit XML for CI, and the
-//! side-by-side comparison of runs (`splitbrain compare`).
+//! table, `results.json`, a self-contained `report.html`, JUnit XML for CI, the
+//! side-by-side comparison of runs (`splitbrain compare`), and the page of
+//! `splitbrain bench tail` ([`tail_page`]).
 //!
 //! Invariants: depends only on `splitbrain-checkers` (never on the harness, tokio or
 //! the network); every output is derived from a [`RunSummary`] and the history.
@@ -16,6 +17,7 @@ mod report;
 mod stats;
 mod store_index;
 mod table;
+mod tail;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
 pub use net::{NetStats, NodeNetStats};
@@ -25,6 +27,7 @@ pub use report::{
 pub use stats::{history_stats, HistoryStats, Latency};
 pub use store_index::{directory_html, store_index_html, IndexedRun};
 pub use table::summary_table;
+pub use tail::{tail_page, TailRun, TAIL_QUANTILES};
 
 use serde::{Deserialize, Serialize};
 use splitbrain_checkers::{CheckResult, Validity};

@@ -28,6 +28,10 @@ pub(crate) struct BenchArgs {
     /// Seconds per cell (tail bench).
     #[arg(long, default_value_t = 10.0)]
     cell_seconds: f64,
+    /// Where the tail bench writes its page (the table and a latency-quantile chart per
+    /// scenario).
+    #[arg(long, default_value = "bench-tail.html")]
+    html: PathBuf,
     /// The echo node for the maelstrom bench (any Maelstrom echo program).
     #[arg(long, default_value = "examples/maelstrom/js/echo.js")]
     bin: PathBuf,
@@ -88,7 +92,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             print!("{}", table?);
             Ok(0)
         }
-        "tail" => tail(a.cell_seconds),
+        "tail" => tail(a.cell_seconds, &a.html),
         "maelstrom" => maelstrom(&a),
         other => bail!(usage(format!(
             "unknown benchmark {other:?}: controller, linearizable, elle, set, converge, tail or maelstrom"
@@ -96,8 +100,9 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// `bench tail`: read policies of the KV store under slow-server faults (Markdown).
-fn tail(cell_seconds: f64) -> anyhow::Result<u8> {
+/// `bench tail`: read policies of the KV store under slow-server faults (Markdown on
+/// stdout, the page with the quantile charts at `html`).
+fn tail(cell_seconds: f64, html: &std::path::Path) -> anyhow::Result<u8> {
     let dir = tempfile_dir()?;
     let opts = splitbrain::bench_tail::TailOptions {
         cell_s: cell_seconds,
@@ -107,7 +112,14 @@ fn tail(cell_seconds: f64) -> anyhow::Result<u8> {
     };
     let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);
-    print!("{}", report?);
+    let report = report?;
+    print!("{}", report.markdown());
+    std::fs::write(html, report.html())
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", html.display()))?;
+    eprintln!(
+        "bench tail: page with the quantile charts: {}",
+        html.display()
+    );
     Ok(0)
 }
 

@@ -7,7 +7,7 @@
 mod evidence;
 mod faults;
 mod header;
-mod plots;
+pub(crate) mod plots;
 mod series;
 #[cfg(test)]
 mod tests;
