@@ -161,6 +161,7 @@ fn quantile_svg(runs: &[&TailRun], policies: &[&str]) -> Result<String, PlotErro
             .configure_mesh()
             .x_labels(TAIL_QUANTILES.len())
             .x_label_formatter(&|x| quantile_label(*x))
+            .y_labels(8)
             .y_desc("read latency, ms (log)")
             .x_desc("quantile")
             .label_style(("sans-serif", FONT))
@@ -196,7 +197,8 @@ fn quantile_svg(runs: &[&TailRun], policies: &[&str]) -> Result<String, PlotErro
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            // curves rise to the right, so the lower right corner is the emptiest
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
             .label_font(("sans-serif", FONT - 1))
