@@ -197,9 +197,37 @@ pub async fn perform_completion(
 
 /// Finds a target's node binary: `--target-bin`, beside the running executable, or PATH.
 pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
+    locate_binary(explicit, name)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "cannot find the node binary `{name}` beside splitbrain or on PATH; build it with `cargo build --release --workspace` or pass --target-bin"
+        )
+    })
+}
+
+/// [`find_binary`] for `target`; a system binary it does not find (one with an
+/// [`Target::install_hint`]) is named with the package it comes in.
+pub fn find_target_binary(
+    explicit: Option<&PathBuf>,
+    target: &dyn Target,
+) -> anyhow::Result<PathBuf> {
+    let name = target.binary_name();
+    match target.install_hint() {
+        None => find_binary(explicit, name),
+        Some(hint) => locate_binary(explicit, name)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "target {} needs the program `{name}`, which is not on PATH; install {hint}, or pass --target-bin",
+                target.name()
+            )
+        }),
+    }
+}
+
+/// `--target-bin` if given (an error if it is not a file), else `name` beside the running
+/// executable or on PATH, else none.
+fn locate_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<Option<PathBuf>> {
     if let Some(p) = explicit {
         anyhow::ensure!(p.is_file(), "--target-bin {} does not exist", p.display());
-        return Ok(p.clone());
+        return Ok(Some(p.clone()));
     }
     if let Ok(exe) = std::env::current_exe() {
         // Beside us, or one level up (test binaries live in target/<profile>/deps).
@@ -211,7 +239,7 @@ pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<Pat
         {
             let cand = dir.join(name);
             if cand.is_file() {
-                return Ok(cand);
+                return Ok(Some(cand));
             }
         }
     }
@@ -219,13 +247,11 @@ pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<Pat
         for dir in std::env::split_paths(&path) {
             let cand = dir.join(name);
             if cand.is_file() {
-                return Ok(cand);
+                return Ok(Some(cand));
             }
         }
     }
-    anyhow::bail!(
-        "cannot find the node binary `{name}` beside splitbrain or on PATH; build it with `cargo build --release --workspace` or pass --target-bin"
-    )
+    Ok(None)
 }
 
 /// Runs a whole test. `cancel` is triggered by Ctrl-C; the run then stops its clients,
@@ -238,7 +264,7 @@ pub async fn run_test(
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
-    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
+    let binary = find_target_binary(spec.target_bin.as_ref(), target.as_ref())?;
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
     let topts = TargetOptions {

@@ -157,6 +157,15 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         return prepare_maelstrom(a);
     }
     let (target, target_spec) = resolve_target(a)?;
+    // Refused here rather than failing every clock fault and then the heal (exit 4).
+    if target.clock_source() == splitbrain::target::ClockSource::Unsupported
+        && a.nemesis.split(',').any(|f| f.trim() == "clock")
+    {
+        return Err(usage(format!(
+            "--nemesis clock: the clock of target {} cannot be moved (see its docs)",
+            a.target
+        )));
+    }
     let Some(workload) = splitbrain::workload::by_name(&a.workload) else {
         return Err(usage(format!(
             "unknown workload {:?}; `splitbrain list` shows them",

@@ -6,6 +6,7 @@
 
 pub mod bayou;
 pub mod ddp;
+pub mod etcd;
 pub mod exec;
 pub mod kv;
 pub mod txn;
@@ -136,6 +137,11 @@ pub trait Target: Send + Sync {
     /// The node binary's file name (found beside the `splitbrain` binary or on PATH), or
     /// its path.
     fn binary_name(&self) -> &str;
+    /// Where a system binary that is not found comes from (e.g. "the Debian package
+    /// etcd-server"), for the error that says so; none for binaries this workspace builds.
+    fn install_hint(&self) -> Option<&str> {
+        None
+    }
     /// The bugs it knows.
     fn bugs(&self) -> Vec<BugInfo<'_>>;
     /// Where its nodes live on the network; the proxy mesh unless it says otherwise.
@@ -224,6 +230,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
         std::sync::Arc::new(txn::TxnTarget),
         std::sync::Arc::new(ddp::DdpTarget),
         std::sync::Arc::new(bayou::BayouTarget),
+        std::sync::Arc::new(etcd::EtcdTarget),
     ]
 }
 
