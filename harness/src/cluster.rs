@@ -225,6 +225,8 @@ impl Cluster {
         let mut cmd = match &node.layout.netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
+                // found where the namespace backend found it (sbin may not be on PATH)
+                c.env("PATH", splitbrain_nemesis::netns::tool_search_path());
                 c.args(["netns", "exec", ns]).arg(&self.binary);
                 c
             }

@@ -54,13 +54,25 @@ pub enum Firewall {
     Iptables,
 }
 
+/// PATH with the usual sbin and bin directories appended: where [`tool_exists`] looks,
+/// and the PATH the tools it found are run with (`ip`, and `nft`, `tc`, `iptables` under
+/// `ip netns exec`), so a caller's PATH without /usr/sbin finds them too.
+pub fn tool_search_path() -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let extra = "/usr/sbin:/sbin:/usr/bin:/bin";
+    if path.is_empty() {
+        extra.to_string()
+    } else {
+        format!("{path}:{extra}")
+    }
+}
+
 /// Whether `name` is an executable in PATH or the usual sbin directories.
 fn tool_exists(name: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var("PATH").unwrap_or_default();
+    let path = tool_search_path();
     let found = path
         .split(':')
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"])
         .map(|dir| std::path::Path::new(dir).join(name))
         .any(|p| {
             std::fs::metadata(&p)
@@ -91,6 +103,7 @@ pub fn unavailable_reason() -> Option<String> {
 
 fn run(program: &str, args: &[&str]) -> Result<String, NemesisError> {
     let out = Command::new(program)
+        .env("PATH", tool_search_path())
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -109,6 +122,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, NemesisError> {
 fn run_stdin(program: &str, args: &[&str], input: &str) -> Result<(), NemesisError> {
     use std::io::Write;
     let mut child = Command::new(program)
+        .env("PATH", tool_search_path())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -410,6 +424,7 @@ impl NetnsCluster {
     /// (`ip netns exec <ns> program`); add arguments and spawn it as usual.
     pub fn command(&self, i: usize, program: &str) -> Command {
         let mut c = Command::new("ip");
+        c.env("PATH", tool_search_path());
         c.args(["netns", "exec", self.namespace(i), program]);
         c
     }
