@@ -54,11 +54,36 @@ pub fn server_conf(ip: Ipv4Addr, primary: Ipv4Addr, data_dir: &Path) -> String {
     conf
 }
 
-/// `sentinel.conf` of a sentinel at `ip` watching `primary`, of `nodes` in all: the
-/// quorum is a majority, so only a majority side of a partition fails over.
-pub fn sentinel_conf(ip: Ipv4Addr, primary: Ipv4Addr, nodes: usize, dir: &Path) -> String {
-    let quorum = nodes / 2 + 1;
-    format!(
+/// The sentinel id of node `i`: fixed, so every sentinel's file can name the others.
+fn sentinel_id(i: usize) -> String {
+    format!("{:040x}", i + 1)
+}
+
+/// `sentinel.conf` of sentinel `me` of the sentinels at `ips` (one per node), watching
+/// the server at `ips[0]`, the first primary: the quorum is a majority, so only a
+/// majority side of a partition fails over. The replicas and the other sentinels are
+/// named up front, as a sentinel's own rewritten file would name them, so the group can
+/// fail over from the start rather than after its discovery rounds (hello messages every
+/// 2 s, the primary's replica list every 10 s).
+pub fn sentinel_conf(me: usize, ips: &[Ipv4Addr], dir: &Path) -> String {
+    let quorum = ips.len() / 2 + 1;
+    let ip = ips.get(me).copied().unwrap_or(Ipv4Addr::LOCALHOST);
+    let primary = ips.first().copied().unwrap_or(ip);
+    let mut known = format!("sentinel myid {}\n", sentinel_id(me));
+    for other in ips.iter().skip(1) {
+        known.push_str(&format!(
+            "sentinel known-replica {MASTER_NAME} {other} {SERVER_PORT}\n"
+        ));
+    }
+    for (j, other) in ips.iter().enumerate() {
+        if j != me {
+            known.push_str(&format!(
+                "sentinel known-sentinel {MASTER_NAME} {other} {SENTINEL_PORT} {}\n",
+                sentinel_id(j)
+            ));
+        }
+    }
+    let head = format!(
         "# written by splitbrain; redis-sentinel rewrites it with what it learns\n\
          bind {ip}\n\
          port {SENTINEL_PORT}\n\
@@ -73,7 +98,8 @@ pub fn sentinel_conf(ip: Ipv4Addr, primary: Ipv4Addr, nodes: usize, dir: &Path) 
          sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n\
          sentinel parallel-syncs {MASTER_NAME} 1\n",
         dir = dir.display(),
-    )
+    );
+    head + &known
 }
 
 #[cfg(test)]
@@ -94,14 +120,31 @@ mod tests {
 
     #[test]
     fn the_sentinel_quorum_is_a_majority() {
-        let p = Ipv4Addr::new(10, 77, 3, 10);
         for (nodes, quorum) in [(1, 1), (3, 2), (4, 3), (5, 3)] {
-            let conf = sentinel_conf(p, p, nodes, Path::new("/tmp"));
+            let ips: Vec<Ipv4Addr> = (0..nodes)
+                .map(|i| Ipv4Addr::new(10, 77, 3, 10 + i as u8))
+                .collect();
+            let conf = sentinel_conf(nodes - 1, &ips, Path::new("/tmp"));
             assert!(
                 conf.contains(&format!("sentinel monitor sb 10.77.3.10 6379 {quorum}\n")),
                 "{nodes}: {conf}"
             );
         }
+    }
+
+    #[test]
+    fn a_sentinel_knows_the_replicas_and_the_other_sentinels() {
+        let ips: Vec<Ipv4Addr> = (0..3).map(|i| Ipv4Addr::new(10, 77, 3, 10 + i)).collect();
+        let conf = sentinel_conf(1, &ips, Path::new("/tmp"));
+        assert!(
+            conf.contains(&format!("sentinel myid {:040x}\n", 2)),
+            "{conf}"
+        );
+        assert!(conf.contains("sentinel known-replica sb 10.77.3.11 6379\n"));
+        assert!(conf.contains("sentinel known-replica sb 10.77.3.12 6379\n"));
+        assert!(!conf.contains("known-replica sb 10.77.3.10 "), "{conf}");
+        assert!(conf.contains(&format!("known-sentinel sb 10.77.3.10 26379 {:040x}\n", 1)));
+        assert!(!conf.contains("known-sentinel sb 10.77.3.11 "), "{conf}");
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl Target for RedisTarget {
             return Vec::new();
         };
         let (ip, primary_ip) = (v4(me.client_addr), v4(primary.client_addr));
+        let ips: Vec<Ipv4Addr> = layouts.iter().map(|l| v4(l.client_addr)).collect();
         let dir = config::node_dir(&me.data_dir);
         vec![
             (
@@ -111,7 +112,7 @@ impl Target for RedisTarget {
             ),
             (
                 dir.join("sentinel.conf"),
-                config::sentinel_conf(ip, primary_ip, layouts.len(), &dir),
+                config::sentinel_conf(i, &ips, &dir),
             ),
         ]
     }
