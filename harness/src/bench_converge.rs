@@ -74,6 +74,7 @@ pub async fn converge_after_heal(
         op_timeout: Duration::from_secs(5),
         hedge_delay: Duration::ZERO,
         workload: "set".into(),
+        wait: None,
     };
     let args: Vec<Vec<String>> = layouts
         .iter()

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::target::{ClockSource, Target};
+use crate::target::{ClockSource, Sidecar, Target};
 use splitbrain_nemesis::faketime::FaketimeClocks;
 
 /// Errors from starting or controlling the cluster.
@@ -135,6 +135,52 @@ struct NodeProcess {
     child: Option<Child>,
     paused: bool,
     starts: u32,
+    sidecar: Option<SidecarProcess>,
+}
+
+/// A node's sidecar: started with the node, stopped at teardown, never faulted.
+struct SidecarProcess {
+    spec: Sidecar,
+    child: Option<Child>,
+}
+
+/// Starts `program args` (inside network namespace `netns`, through `ip netns exec`,
+/// which execs it, so the child's PID is the program's own) with stdout and stderr
+/// appended to `log_file`.
+fn spawn_process(
+    netns: Option<&str>,
+    program: &std::ffi::OsStr,
+    args: &[String],
+    log_file: &Path,
+    env: Vec<(String, String)>,
+) -> std::io::Result<Child> {
+    let log = File::options().create(true).append(true).open(log_file)?;
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            // found where the namespace backend found it (sbin may not be on PATH)
+            c.env("PATH", splitbrain_nemesis::netns::tool_search_path());
+            c.args(["netns", "exec", ns]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.envs(env)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child
+    // when the thread that forked it dies, so nodes never outlive the harness.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 /// A running cluster of node processes.
@@ -158,6 +204,21 @@ impl Cluster {
         args: Vec<Vec<String>>,
         ready_timeout: Duration,
     ) -> Result<Cluster, ClusterError> {
+        let none = vec![None; layouts.len()];
+        Cluster::start_with_sidecars(target, binary, layouts, args, none, ready_timeout).await
+    }
+
+    /// [`Cluster::start`], with a sidecar process beside each node that has one in
+    /// `sidecars` (started right after the nodes, before the readiness wait, so a
+    /// target's [`Target::wait_formed`] may count on them).
+    pub async fn start_with_sidecars(
+        target: Arc<dyn Target>,
+        binary: PathBuf,
+        layouts: Vec<NodeLayout>,
+        args: Vec<Vec<String>>,
+        sidecars: Vec<Option<Sidecar>>,
+        ready_timeout: Duration,
+    ) -> Result<Cluster, ClusterError> {
         let clocks = match target.clock_source() {
             ClockSource::Faketime => {
                 let dir = layouts
@@ -172,13 +233,15 @@ impl Cluster {
         let nodes = layouts
             .into_iter()
             .zip(args)
-            .map(|(layout, args)| {
+            .zip(sidecars.into_iter().chain(std::iter::repeat(None)))
+            .map(|((layout, args), sidecar)| {
                 Mutex::new(NodeProcess {
                     layout,
                     args,
                     child: None,
                     paused: false,
                     starts: 0,
+                    sidecar: sidecar.map(|spec| SidecarProcess { spec, child: None }),
                 })
             })
             .collect();
@@ -194,6 +257,9 @@ impl Cluster {
         };
         for i in 0..cluster.nodes.len() {
             cluster.spawn_node(i)?;
+        }
+        for i in 0..cluster.nodes.len() {
+            cluster.spawn_sidecar(i)?;
         }
         cluster.wait_ready(ready_timeout).await?;
         Ok(cluster)
@@ -218,38 +284,15 @@ impl Cluster {
             return Ok(());
         }
         std::fs::create_dir_all(&node.layout.data_dir)?;
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&node.layout.log_file)?;
-        let mut cmd = match &node.layout.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                // found where the namespace backend found it (sbin may not be on PATH)
-                c.env("PATH", splitbrain_nemesis::netns::tool_search_path());
-                c.args(["netns", "exec", ns]).arg(&self.binary);
-                c
-            }
-            None => Command::new(&self.binary),
-        };
-        if let Some(clocks) = &self.clocks {
-            cmd.envs(clocks.env(i));
-        }
-        cmd.args(&node.args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child
-        // when the thread that forked it dies, so nodes never outlive the harness.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(|source| ClusterError::Spawn {
+        let env = self.clocks.as_ref().map(|c| c.env(i)).unwrap_or_default();
+        let child = spawn_process(
+            node.layout.netns.as_deref(),
+            self.binary.as_os_str(),
+            &node.args,
+            &node.layout.log_file,
+            env,
+        )
+        .map_err(|source| ClusterError::Spawn {
             node: node.layout.name.clone(),
             binary: self.binary.display().to_string(),
             source,
@@ -257,6 +300,32 @@ impl Cluster {
         node.child = Some(child);
         node.paused = false;
         node.starts += 1;
+        Ok(())
+    }
+
+    /// Starts node `i`'s sidecar, if it has one and it is not running.
+    fn spawn_sidecar(&self, i: usize) -> Result<(), ClusterError> {
+        let mut guard = lock(&self.nodes[i]);
+        let node = &mut *guard;
+        let Some(sidecar) = node.sidecar.as_mut() else {
+            return Ok(());
+        };
+        if sidecar.child.is_some() {
+            return Ok(());
+        }
+        let child = spawn_process(
+            node.layout.netns.as_deref(),
+            sidecar.spec.program.as_ref(),
+            &sidecar.spec.args,
+            &sidecar.spec.log_file,
+            Vec::new(),
+        )
+        .map_err(|source| ClusterError::Spawn {
+            node: format!("{} (sidecar)", node.layout.name),
+            binary: sidecar.spec.program.clone(),
+            source,
+        })?;
+        sidecar.child = Some(child);
         Ok(())
     }
 
@@ -309,11 +378,13 @@ impl Cluster {
             })
     }
 
-    /// Kills every node (SIGKILL), reaps them. Idempotent; also run by `Drop`.
+    /// Kills every node and sidecar (SIGKILL), reaps them. Idempotent; also run by
+    /// `Drop`.
     pub fn teardown(&self) {
         for n in &self.nodes {
             let mut node = lock(n);
-            if let Some(mut child) = node.child.take() {
+            let sidecar = node.sidecar.as_mut().and_then(|s| s.child.take());
+            for mut child in node.child.take().into_iter().chain(sidecar) {
                 let _ = child.kill();
                 let _ = child.wait();
             }

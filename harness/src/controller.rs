@@ -197,37 +197,9 @@ pub async fn perform_completion(
 
 /// Finds a target's node binary: `--target-bin`, beside the running executable, or PATH.
 pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
-    locate_binary(explicit, name)?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "cannot find the node binary `{name}` beside splitbrain or on PATH; build it with `cargo build --release --workspace` or pass --target-bin"
-        )
-    })
-}
-
-/// [`find_binary`] for `target`; a system binary it does not find (one with an
-/// [`Target::install_hint`]) is named with the package it comes in.
-pub fn find_target_binary(
-    explicit: Option<&PathBuf>,
-    target: &dyn Target,
-) -> anyhow::Result<PathBuf> {
-    let name = target.binary_name();
-    match target.install_hint() {
-        None => find_binary(explicit, name),
-        Some(hint) => locate_binary(explicit, name)?.ok_or_else(|| {
-            anyhow::anyhow!(
-                "target {} needs the program `{name}`, which is not on PATH; install {hint}, or pass --target-bin",
-                target.name()
-            )
-        }),
-    }
-}
-
-/// `--target-bin` if given (an error if it is not a file), else `name` beside the running
-/// executable or on PATH, else none.
-fn locate_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<Option<PathBuf>> {
     if let Some(p) = explicit {
         anyhow::ensure!(p.is_file(), "--target-bin {} does not exist", p.display());
-        return Ok(Some(p.clone()));
+        return Ok(p.clone());
     }
     if let Ok(exe) = std::env::current_exe() {
         // Beside us, or one level up (test binaries live in target/<profile>/deps).
@@ -239,19 +211,40 @@ fn locate_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<Optio
         {
             let cand = dir.join(name);
             if cand.is_file() {
-                return Ok(Some(cand));
+                return Ok(cand);
             }
         }
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let cand = dir.join(name);
-            if cand.is_file() {
-                return Ok(Some(cand));
-            }
-        }
+    if let Some(found) = find_on_path(name) {
+        return Ok(found);
     }
-    Ok(None)
+    anyhow::bail!(
+        "cannot find the node binary `{name}` beside splitbrain or on PATH; build it with `cargo build --release --workspace` or pass --target-bin"
+    )
+}
+
+/// `name` in a directory of PATH, if there.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|cand| cand.is_file())
+}
+
+/// Fails, naming the program and its Debian package, when a program the target needs
+/// (see [`Target::required_programs`]) is not on PATH.
+pub fn check_required_programs(target: &dyn Target) -> anyhow::Result<()> {
+    for p in target.required_programs() {
+        anyhow::ensure!(
+            find_on_path(p.program).is_some(),
+            "target {} needs `{}`, which is not on PATH; install the Debian package {} (apt-get install {})",
+            target.name(),
+            p.program,
+            p.package,
+            p.package
+        );
+    }
+    Ok(())
 }
 
 /// Runs a whole test. `cancel` is triggered by Ctrl-C; the run then stops its clients,
@@ -264,7 +257,10 @@ pub async fn run_test(
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
-    let binary = find_target_binary(spec.target_bin.as_ref(), target.as_ref())?;
+    if spec.target_bin.is_none() {
+        check_required_programs(target.as_ref())?;
+    }
+    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
     let topts = TargetOptions {
@@ -274,6 +270,7 @@ pub async fn run_test(
         op_timeout: Duration::from_millis(spec.op_timeout_ms),
         hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
         workload: spec.workload.clone(),
+        wait: spec.wait,
     };
     let network = NetworkLayout::build(spec, target.as_ref(), &run_dir, &nemesis_spec).await?;
     let NetworkLayout {
@@ -290,16 +287,25 @@ pub async fn run_test(
             target.node_args(i, l.client_addr, l.peer_addr, &dial[i], &l.data_dir, &topts)
         })
         .collect();
+    let sidecars = (0..layouts.len())
+        .map(|i| target.sidecar(i, &layouts, &topts))
+        .collect();
     let start = Instant::now();
     let recorder = HistoryRecorder::create(&run_dir.history(), start, true)?;
-    let cluster = Cluster::start(
-        target.clone(),
-        binary,
-        layouts.clone(),
-        args,
-        Duration::from_secs(30),
-    )
-    .await;
+    let cluster = match write_node_files(target.as_ref(), &layouts, &topts) {
+        Ok(()) => {
+            Cluster::start_with_sidecars(
+                target.clone(),
+                binary,
+                layouts.clone(),
+                args,
+                sidecars,
+                Duration::from_secs(30),
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    };
     let cluster = match cluster {
         Ok(c) => Arc::new(c),
         Err(e) => {
@@ -338,6 +344,23 @@ pub async fn run_test(
         spec, &run_dir, &recorder, result, &cancel, workload, check, None,
     )
     .await
+}
+
+/// Writes the files each node needs before its first start ([`Target::node_files`]).
+fn write_node_files(
+    target: &dyn Target,
+    layouts: &[NodeLayout],
+    topts: &TargetOptions,
+) -> std::io::Result<()> {
+    for i in 0..layouts.len() {
+        for (path, text) in target.node_files(i, layouts, topts) {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&path, text)?;
+        }
+    }
+    Ok(())
 }
 
 /// Where a run's nodes listen and how they reach each other: loopback ports behind the

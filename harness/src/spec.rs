@@ -52,6 +52,10 @@ pub struct TestSpec {
     pub shards: u32,
     /// Read mode (targets that have several).
     pub read_mode: Option<String>,
+    /// `--wait N` (Redis): replicas each write waits for. Absent when not given and in
+    /// older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<u32>,
     /// The consistency model transactional checks required (`--consistency-model`);
     /// `splitbrain check` on the run directory uses it unless told otherwise.
     #[serde(default)]

@@ -1,5 +1,6 @@
 //! Jepsen's generic checkers, under Jepsen's names: [`counter`], [`unique_ids`]
 //! (`unique-ids`), [`echo`] (Maelstrom's), [`total_queue`] (`total-queue`), [`long_fork`] (`long-fork`),
+//! [`lost_appends`] (`lost-appends`, Jepsen's set-full for lists),
 //! [`stats`] and [`exceptions`]. Each is pure and reads a [`History`] from anywhere.
 //!
 //! ```
@@ -12,6 +13,7 @@ pub mod counter;
 pub mod echo;
 pub mod exceptions;
 pub mod long_fork;
+pub mod lost_appends;
 pub mod stats;
 pub mod total_queue;
 pub mod unique_ids;
@@ -43,6 +45,10 @@ pub const CHECKERS: &[(&str, &str)] = &[
         "no two reads observe two single writes in opposite orders (snapshot isolation)",
     ),
     (
+        "lost-appends",
+        "every acknowledged `append` to a list is in its key's last read invoked after it",
+    ),
+    (
         "stats",
         "per `f`: counts by outcome; an `f` that never succeeded is flagged",
     ),
@@ -60,6 +66,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Checker>> {
         "echo" => Box::new(echo::EchoChecker),
         "total-queue" => Box::new(total_queue::TotalQueueChecker),
         "long-fork" => Box::new(long_fork::LongForkChecker),
+        "lost-appends" => Box::new(lost_appends::LostAppendsChecker),
         "stats" => Box::new(stats::StatsChecker),
         "exceptions" => Box::new(exceptions::ExceptionsChecker),
         _ => return None,

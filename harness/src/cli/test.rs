@@ -69,6 +69,10 @@ pub(crate) struct TestArgs {
     /// serializable or read-committed).
     #[arg(long)]
     read_mode: Option<String>,
+    /// Redis: after each write, `WAIT N` (N replicas must acknowledge it within the op
+    /// timeout, or the write is `info`).
+    #[arg(long)]
+    wait: Option<u32>,
     /// Hedged reads: the shortest delay before the second request, in ms (the delay is
     /// the client's running p95 read latency, never below this).
     #[arg(long, default_value_t = 2)]
@@ -197,6 +201,12 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             )));
         }
     }
+    if a.wait.is_some() && !target.accepted_flags().contains(&"wait") {
+        return Err(usage(format!(
+            "--wait applies to targets that replicate asynchronously (redis), not {}",
+            a.target
+        )));
+    }
     let check = a.check.options();
     workload
         .checkers(&check)
@@ -229,9 +239,9 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             names.join(", ")
         )));
     };
-    if !a.bugs.is_empty() || a.read_mode.is_some() {
+    if !a.bugs.is_empty() || a.read_mode.is_some() || a.wait.is_some() {
         return Err(usage(
-            "--bug and --read-mode do not apply to maelstrom nodes (a node's bugs are its own)",
+            "--bug, --read-mode and --wait do not apply to maelstrom nodes (a node's bugs are its own)",
         ));
     }
     let Some(latency_dist) = LatencyDist::parse(&a.latency_dist) else {
@@ -313,6 +323,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         bugs: a.bugs.clone(),
         shards: a.shards,
         read_mode: a.read_mode.clone(),
+        wait: a.wait,
         consistency_model: a.check.consistency_model.clone(),
         init: a.check.init.clone(),
         hedge_delay_ms: a.hedge_delay_ms,

@@ -379,6 +379,7 @@ mod tests {
             op_timeout: Duration::from_secs(1),
             hedge_delay: Duration::from_millis(10),
             workload: "set".into(),
+            wait: None,
         };
         let mut moving = BayouClient::new(&addrs, 1, &opts, false);
         let mut pinned = BayouClient::new(&addrs, 1, &opts, true);

@@ -316,6 +316,7 @@ mod tests {
             op_timeout: Duration::from_secs(1),
             hedge_delay: Duration::ZERO,
             workload: "train".into(),
+            wait: None,
         };
         let args = DdpTarget.node_args(0, a, a, &[a, a], std::path::Path::new("/tmp/x"), &opts);
         let joined = args.join(" ");

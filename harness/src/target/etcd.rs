@@ -12,7 +12,8 @@
 //! checked by hand: its log timestamps stay on the real time under `FAKETIME=-10d`).
 
 use super::{
-    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, Target, TargetOptions,
+    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Target,
+    TargetOptions,
 };
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -44,8 +45,11 @@ impl Target for EtcdTarget {
     fn binary_name(&self) -> &'static str {
         "etcd"
     }
-    fn install_hint(&self) -> Option<&str> {
-        Some("the Debian package etcd-server")
+    fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
+        vec![RequiredProgram {
+            program: "etcd",
+            package: "etcd-server",
+        }]
     }
     fn bugs(&self) -> Vec<BugInfo<'_>> {
         Vec::new()

@@ -499,6 +499,7 @@ stale-read = "followers answer reads from a cache (fault: none needed)"
             op_timeout: Duration::from_millis(1000),
             hedge_delay: Duration::from_millis(2),
             workload: "register".into(),
+            wait: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod ddp;
 pub mod etcd;
 pub mod exec;
 pub mod kv;
+pub mod redis;
 pub mod txn;
 
 use serde_json::Value;
@@ -80,6 +81,9 @@ pub struct TargetOptions {
     /// The `--workload` being run (a target whose ops mean different things per workload,
     /// as Bayou's `add` on a set or a counter, needs it).
     pub workload: String,
+    /// `--wait N` (Redis): after each write, `WAIT N` replicas; fewer acknowledging within
+    /// the op timeout makes the write `info`.
+    pub wait: Option<u32>,
 }
 
 /// A bug a target can be started with, for `splitbrain list` and validation. Borrowed
@@ -125,6 +129,29 @@ pub enum ClockSource {
     Unsupported,
 }
 
+/// A second process a target runs in each node's place beside the node process (Redis:
+/// a `redis-sentinel` next to every `redis-server`). The cluster starts it with the node,
+/// in the node's network namespace, and stops it at teardown; the nemesis's kills and
+/// pauses never touch it (they are faults of the database process, as in Jepsen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sidecar {
+    /// The program's file name, looked up on PATH (see [`Target::required_programs`]).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its log file (stdout and stderr).
+    pub log_file: std::path::PathBuf,
+}
+
+/// A program a target needs from the system, and the Debian package that installs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequiredProgram<'a> {
+    /// The program's file name, looked up on PATH.
+    pub program: &'a str,
+    /// The Debian package that installs it.
+    pub package: &'a str,
+}
+
 /// A system under test.
 ///
 /// Names and lists are borrowed from the target rather than `'static`: an `exec` target
@@ -137,11 +164,6 @@ pub trait Target: Send + Sync {
     /// The node binary's file name (found beside the `splitbrain` binary or on PATH), or
     /// its path.
     fn binary_name(&self) -> &str;
-    /// Where a system binary that is not found comes from (e.g. "the Debian package
-    /// etcd-server"), for the error that says so; none for binaries this workspace builds.
-    fn install_hint(&self) -> Option<&str> {
-        None
-    }
     /// The bugs it knows.
     fn bugs(&self) -> Vec<BugInfo<'_>>;
     /// Where its nodes live on the network; the proxy mesh unless it says otherwise.
@@ -154,6 +176,35 @@ pub trait Target: Send + Sync {
     }
     /// Read modes it knows (first is the default).
     fn read_modes(&self) -> Vec<&str>;
+    /// Programs of the system (not built here) that must be on PATH; a run of a target
+    /// missing one stops before anything starts, naming the program and its package.
+    fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
+        Vec::new()
+    }
+    /// Target-specific `splitbrain test` flags it accepts (`"wait"` for `--wait`); any
+    /// other such flag is a usage error.
+    fn accepted_flags(&self) -> Vec<&str> {
+        Vec::new()
+    }
+    /// Files written once, before node `i` first starts (configuration the system reads
+    /// and may rewrite itself, so a restart must not write them again).
+    fn node_files(
+        &self,
+        _i: usize,
+        _layouts: &[crate::cluster::NodeLayout],
+        _opts: &TargetOptions,
+    ) -> Vec<(std::path::PathBuf, String)> {
+        Vec::new()
+    }
+    /// A second process for node `i`'s place (see [`Sidecar`]); none by default.
+    fn sidecar(
+        &self,
+        _i: usize,
+        _layouts: &[crate::cluster::NodeLayout],
+        _opts: &TargetOptions,
+    ) -> Option<Sidecar> {
+        None
+    }
     /// Command-line arguments for node `i`. `peer_addrs[j]` is where node `i` must dial
     /// node `j` (a proxy of the mesh); `peer_addrs[i]` is node i's own listen address.
     fn node_args(
@@ -231,6 +282,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
         std::sync::Arc::new(ddp::DdpTarget),
         std::sync::Arc::new(bayou::BayouTarget),
         std::sync::Arc::new(etcd::EtcdTarget),
+        std::sync::Arc::new(redis::RedisTarget),
     ]
 }
 

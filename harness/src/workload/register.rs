@@ -69,7 +69,11 @@ impl Workload for AppendWorkload {
         })
     }
     fn checkers(&self, check: &CheckOptions) -> anyhow::Result<Vec<Box<dyn Checker>>> {
-        Ok(vec![check.linearizability("list-append")?])
+        // linearizability decides; lost-appends names what a lost write took with it
+        Ok(vec![
+            check.linearizability("list-append")?,
+            Box::new(splitbrain_checkers::jepsen::lost_appends::LostAppendsChecker),
+        ])
     }
 }
 

@@ -52,6 +52,20 @@ pub fn no_process_mentions(store: &Path) -> bool {
     })
 }
 
+/// PIDs of the running processes whose `/proc/PID` directory satisfies `matches`.
+pub fn pids_where(matches: impl Fn(&Path) -> bool) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            matches(&e.path()).then_some(pid)
+        })
+        .collect()
+}
+
 /// The result of checker `name`, which must be there.
 pub fn checker<'a>(results: &'a Value, name: &str) -> &'a Value {
     results["results"]
