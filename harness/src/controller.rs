@@ -238,7 +238,12 @@ pub async fn run_test(
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
-    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
+    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name()).map_err(|e| {
+        match target.install_hint() {
+            Some(hint) => anyhow::anyhow!("{e}\n{hint}"),
+            None => e,
+        }
+    })?;
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
     let topts = TargetOptions {
