@@ -369,16 +369,24 @@ impl Cluster {
     /// too. The root is stopped first, so it forks nothing new and reaps nothing (no PID
     /// of a child can be reused) while its children are found and killed.
     fn kill_child(&self, mut child: Child) {
+        let mut tree = Vec::new();
         if self.whole_tree {
             let root = child.id();
             send_signal(root, libc::SIGSTOP);
-            for pid in descendants(root) {
+            tree = descendants(root);
+            for &pid in &tree {
                 send_signal(pid, libc::SIGKILL);
             }
         }
         let _ = child.kill();
         // wait() on a SIGKILLed child returns at once.
         let _ = child.wait();
+        // The descendants are not ours to reap; wait (bounded) until they have exited, so
+        // a restart or a cleanup finds nothing of them attached.
+        let start = Instant::now();
+        while tree.iter().any(|&pid| alive(pid)) && start.elapsed() < TREE_EXIT_BOUND {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     fn signal(&self, i: usize, sig: libc::c_int) -> Result<(), NemesisError> {
@@ -399,6 +407,17 @@ impl Cluster {
         node.paused = sig == libc::SIGSTOP;
         Ok(())
     }
+}
+
+/// How long a kill waits for a node's descendants to exit.
+const TREE_EXIT_BOUND: Duration = Duration::from_secs(2);
+
+/// True while `pid` runs (a zombie has exited: it holds no memory, files or sockets).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat_fields(&stat)?.next().map(|state| state != "Z"))
+        .unwrap_or(false)
 }
 
 /// kill(2); true if the signal was sent.
@@ -443,11 +462,15 @@ fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// The parent PID in a `/proc/PID/stat` line: the fourth field, counted after the
-/// command name's closing parenthesis (a name may hold spaces and parentheses).
+/// The parent PID in a `/proc/PID/stat` line (its fourth field).
 fn parent_pid(stat: &str) -> Option<u32> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(stat)?.nth(1)?.parse().ok()
+}
+
+/// The fields of a `/proc/PID/stat` line from the third (the state) on, counted after
+/// the command name's closing parenthesis (a name may hold spaces and parentheses).
+fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
 }
 
 impl Drop for Cluster {

@@ -160,9 +160,8 @@ pub async fn prepare(layout: &NodeLayout, user: Option<&RunAs>) -> Result<(), St
             "--encoding=UTF8",
             "--no-locale",
         ])
-        // The server's own writes are fsync'd (fsync = on); the files initdb writes
-        // are durable enough for process kills, which leave the page cache intact.
-        .arg("--no-sync")
+        // No --no-sync: otherwise the first crash recovery, which fsyncs the whole data
+        // directory before redo, writes initdb's files back and takes seconds.
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -211,16 +210,14 @@ fn shmem_key_and_id(pid_file: &str) -> Option<(libc::key_t, libc::c_int)> {
 }
 
 /// Removes segment `id` if it is still the one with `key` (an id can be reused once the
-/// segment is gone) and nothing is attached to it.
+/// segment is gone). A killed backend still exiting may be attached yet: the kernel then
+/// destroys the segment when it detaches.
 fn remove_segment(key: libc::key_t, id: libc::c_int) {
     // SAFETY: shmctl(2) with IPC_STAT writes one shmid_ds into the zeroed value we own;
     // IPC_RMID reads nothing from the pointer.
     unsafe {
         let mut ds: libc::shmid_ds = std::mem::zeroed();
-        if libc::shmctl(id, libc::IPC_STAT, &mut ds) == 0
-            && ds.shm_perm.__key == key
-            && ds.shm_nattch == 0
-        {
+        if libc::shmctl(id, libc::IPC_STAT, &mut ds) == 0 && ds.shm_perm.__key == key {
             libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
         }
     }
