@@ -51,9 +51,29 @@ pub enum ClusterError {
         /// The end of its log.
         tail: String,
     },
+    /// The target's one-time preparation of a node (e.g. PostgreSQL's initdb) failed.
+    #[error("preparing node {node}: {reason}")]
+    Prepare {
+        /// Node name.
+        node: String,
+        /// What went wrong, from the target.
+        reason: String,
+    },
     /// File system or port allocation failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// An OS account node processes run as, instead of the harness's own (a server that
+/// refuses to run as root, started by a harness that is root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The account's name.
+    pub name: String,
+    /// Its user id.
+    pub uid: u32,
+    /// Its primary group id.
+    pub gid: u32,
 }
 
 /// The static layout of one node: its name, addresses and paths.
@@ -153,6 +173,7 @@ fn spawn_process(
     args: &[String],
     log_file: &Path,
     env: Vec<(String, String)>,
+    run_as: Option<&RunAs>,
 ) -> std::io::Result<Child> {
     let log = File::options().create(true).append(true).open(log_file)?;
     let mut cmd = match netns {
@@ -165,6 +186,10 @@ fn spawn_process(
         }
         None => Command::new(program),
     };
+    if let Some(user) = run_as {
+        // The harness's working directory may be closed to that account; / is not.
+        cmd.uid(user.uid).gid(user.gid).current_dir("/");
+    }
     cmd.envs(env)
         .args(args)
         .stdin(Stdio::null())
@@ -191,6 +216,10 @@ pub struct Cluster {
     http: reqwest::Client,
     /// The nodes' libfaketime offset files, for targets whose clocks move that way.
     clocks: Option<FaketimeClocks>,
+    /// The account nodes run as, when not the harness's own.
+    run_as: Option<RunAs>,
+    /// Kills and pauses reach every process a node forked, not only the one spawned.
+    whole_tree: bool,
 }
 
 impl Cluster {
@@ -245,9 +274,16 @@ impl Cluster {
                 })
             })
             .collect();
+        let run_as = target.run_as().map_err(|reason| ClusterError::Prepare {
+            node: "every node".into(),
+            reason,
+        })?;
+        let whole_tree = target.signal_process_tree();
         let cluster = Cluster {
             binary,
             nodes,
+            run_as,
+            whole_tree,
             target,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_millis(500))
@@ -256,6 +292,16 @@ impl Cluster {
             clocks,
         };
         for i in 0..cluster.nodes.len() {
+            // Before the first spawn only: a restart after a kill finds the node as it left it.
+            let layout = lock(&cluster.nodes[i]).layout.clone();
+            cluster
+                .target
+                .prepare_node(i, &layout)
+                .await
+                .map_err(|reason| ClusterError::Prepare {
+                    node: layout.name.clone(),
+                    reason,
+                })?;
             cluster.spawn_node(i)?;
         }
         for i in 0..cluster.nodes.len() {
@@ -291,6 +337,7 @@ impl Cluster {
             &node.args,
             &node.layout.log_file,
             env,
+            self.run_as.as_ref(),
         )
         .map_err(|source| ClusterError::Spawn {
             node: node.layout.name.clone(),
@@ -319,6 +366,7 @@ impl Cluster {
             &sidecar.spec.args,
             &sidecar.spec.log_file,
             Vec::new(),
+            None,
         )
         .map_err(|source| ClusterError::Spawn {
             node: format!("{} (sidecar)", node.layout.name),
@@ -378,17 +426,45 @@ impl Cluster {
             })
     }
 
-    /// Kills every node and sidecar (SIGKILL), reaps them. Idempotent; also run by
-    /// `Drop`.
+    /// Kills every node and sidecar (SIGKILL), reaps them, and lets the target remove
+    /// what it prepared outside the run directory. Idempotent; also run by `Drop`.
     pub fn teardown(&self) {
-        for n in &self.nodes {
+        for (i, n) in self.nodes.iter().enumerate() {
             let mut node = lock(n);
             let sidecar = node.sidecar.as_mut().and_then(|s| s.child.take());
-            for mut child in node.child.take().into_iter().chain(sidecar) {
+            if let Some(child) = node.child.take() {
+                self.kill_child(child);
+            }
+            if let Some(mut child) = sidecar {
                 let _ = child.kill();
                 let _ = child.wait();
             }
             node.paused = false;
+            self.target.cleanup_node(i, &node.layout);
+        }
+    }
+
+    /// SIGKILLs a node process and reaps it; with `whole_tree`, every process it forked
+    /// too. The root is stopped first, so it forks nothing new and reaps nothing (no PID
+    /// of a child can be reused) while its children are found and killed.
+    fn kill_child(&self, mut child: Child) {
+        let mut tree = Vec::new();
+        if self.whole_tree {
+            let root = child.id();
+            send_signal(root, libc::SIGSTOP);
+            tree = descendants(root);
+            for &pid in &tree {
+                send_signal(pid, libc::SIGKILL);
+            }
+        }
+        let _ = child.kill();
+        // wait() on a SIGKILLed child returns at once.
+        let _ = child.wait();
+        // The descendants are not ours to reap; wait (bounded) until they have exited, so
+        // a restart or a cleanup finds nothing of them attached.
+        let start = Instant::now();
+        while tree.iter().any(|&pid| alive(pid)) && start.elapsed() < TREE_EXIT_BOUND {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -397,14 +473,83 @@ impl Cluster {
         let Some(child) = node.child.as_ref() else {
             return Ok(());
         };
-        // SAFETY: kill(2) on a PID we spawned and have not reaped, so it is ours.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-        if rc != 0 {
+        let root = child.id();
+        if !send_signal(root, sig) {
             return Err(NemesisError::Io(std::io::Error::last_os_error()));
+        }
+        // The root first: once it is stopped it forks no child the walk could miss.
+        if self.whole_tree {
+            for pid in descendants(root) {
+                send_signal(pid, sig);
+            }
         }
         node.paused = sig == libc::SIGSTOP;
         Ok(())
     }
+}
+
+/// How long a kill waits for a node's descendants to exit.
+const TREE_EXIT_BOUND: Duration = Duration::from_secs(2);
+
+/// True while `pid` runs (a zombie has exited: it holds no memory, files or sockets).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat_fields(&stat)?.next().map(|state| state != "Z"))
+        .unwrap_or(false)
+}
+
+/// kill(2); true if the signal was sent.
+fn send_signal(pid: u32, sig: libc::c_int) -> bool {
+    // SAFETY: kill(2) on a node process we spawned and have not reaped, or on one of its
+    // descendants found while it was stopped, so the PID is one the node started.
+    unsafe { libc::kill(pid as libc::pid_t, sig) == 0 }
+}
+
+/// Every process descended from `root`, from the parent links in `/proc` (children first
+/// found, grandchildren after). Empty where `/proc` cannot be read.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(ppid) = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| parent_pid(&stat))
+        {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|&&(_, ppid)| ppid == parent)
+                .map(|&(pid, _)| pid),
+        );
+        next += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// The parent PID in a `/proc/PID/stat` line (its fourth field).
+fn parent_pid(stat: &str) -> Option<u32> {
+    stat_fields(stat)?.nth(1)?.parse().ok()
+}
+
+/// The fields of a `/proc/PID/stat` line from the third (the state) on, counted after
+/// the command name's closing parenthesis (a name may hold spaces and parentheses).
+fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
 }
 
 impl Drop for Cluster {
@@ -420,10 +565,8 @@ impl ClusterControl for Cluster {
 
     async fn kill(&self, i: usize) -> Result<(), NemesisError> {
         let child = lock(&self.nodes[i]).child.take();
-        if let Some(mut child) = child {
-            child.kill()?;
-            // Reap off the async thread: wait() on a SIGKILLed child returns at once.
-            let _ = child.wait();
+        if let Some(child) = child {
+            self.kill_child(child);
         }
         lock(&self.nodes[i]).paused = false;
         Ok(())
@@ -484,7 +627,35 @@ pub fn log_tail(path: &Path, n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{ports_outside_ephemeral_range, PortReservation};
+    use super::{descendants, parent_pid, ports_outside_ephemeral_range, PortReservation};
+
+    #[test]
+    fn parent_pids_are_read_past_names_with_spaces_and_parentheses() {
+        assert_eq!(parent_pid("42 (postgres) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(parent_pid("43 (a (b) c) R 9 1 1"), Some(9));
+        assert_eq!(parent_pid("garbage"), None);
+    }
+
+    #[test]
+    fn a_process_tree_is_found_through_proc() {
+        // sh forks a sleep and waits for it: the sleep is sh's descendant, we are not.
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let mut found = Vec::new();
+        while found.is_empty() && start.elapsed() < std::time::Duration::from_secs(5) {
+            found = descendants(sh.id());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(!found.contains(&std::process::id()));
+        for pid in found {
+            super::send_signal(pid, libc::SIGKILL);
+        }
+        let _ = sh.wait();
+    }
 
     #[test]
     fn reserved_ports_are_distinct_and_outside_the_ephemeral_range() {

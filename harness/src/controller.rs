@@ -260,7 +260,12 @@ pub async fn run_test(
     if spec.target_bin.is_none() {
         check_required_programs(target.as_ref())?;
     }
-    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
+    let binary = find_binary(spec.target_bin.as_ref(), target.binary_name()).map_err(|e| {
+        match target.install_hint() {
+            Some(hint) => anyhow::anyhow!("{e}\n{hint}"),
+            None => e,
+        }
+    })?;
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
     let topts = TargetOptions {

@@ -9,6 +9,7 @@ pub mod ddp;
 pub mod etcd;
 pub mod exec;
 pub mod kv;
+pub mod postgres;
 pub mod redis;
 pub mod txn;
 
@@ -164,6 +165,11 @@ pub trait Target: Send + Sync {
     /// The node binary's file name (found beside the `splitbrain` binary or on PATH), or
     /// its path.
     fn binary_name(&self) -> &str;
+    /// What to tell a user whose machine lacks the node binary (a package to install),
+    /// added to the error; none by default (the bundled binaries are built).
+    fn install_hint(&self) -> Option<String> {
+        None
+    }
     /// The bugs it knows.
     fn bugs(&self) -> Vec<BugInfo<'_>>;
     /// Where its nodes live on the network; the proxy mesh unless it says otherwise.
@@ -260,6 +266,28 @@ pub trait Target: Send + Sync {
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(post_clock_offset(http, addr, offset_ms))
     }
+    /// The OS account to run its node processes as, when not the harness's own (a server
+    /// that refuses root, started by a harness that is root). None by default.
+    fn run_as(&self) -> Result<Option<crate::cluster::RunAs>, String> {
+        Ok(None)
+    }
+    /// One-time preparation of node `i` before its first start (PostgreSQL: initdb); the
+    /// nodes before it are already spawned. Nothing by default.
+    fn prepare_node<'a>(
+        &'a self,
+        _i: usize,
+        _layout: &'a crate::cluster::NodeLayout,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// True when a node is a tree of processes that kill and pause must reach whole (a
+    /// postmaster and the backends it forks); false by default (one process per node).
+    fn signal_process_tree(&self) -> bool {
+        false
+    }
+    /// Removes what [`Target::prepare_node`] made outside the run directory, once the
+    /// node's processes are gone (teardown; may run twice). Nothing by default.
+    fn cleanup_node(&self, _i: usize, _layout: &crate::cluster::NodeLayout) {}
     /// A client for one process; `home` is the node it prefers.
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client>;
     /// A client that only ever talks to node `replica`, for per-replica final reads
@@ -283,6 +311,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
         std::sync::Arc::new(bayou::BayouTarget),
         std::sync::Arc::new(etcd::EtcdTarget),
         std::sync::Arc::new(redis::RedisTarget),
+        std::sync::Arc::new(postgres::PostgresTarget),
     ]
 }
 

@@ -1,0 +1,242 @@
+//! `--target postgres`: PostgreSQL 15 from Debian's package, one server started as a
+//! child of the harness (`postgres -D`, no daemonizing wrapper), spoken to with
+//! tokio-postgres. The read mode is the isolation level of every transaction.
+//!
+//! `server.rs` finds the programs, the account and the work directory and runs
+//! `initdb`; `sql.rs` holds the tables and statements; `client.rs` one process's
+//! connection and how its outcomes are judged.
+
+mod client;
+mod server;
+mod sql;
+
+use super::{BoxFuture, BugInfo, Client, ClockSource, Target, TargetOptions};
+use crate::cluster::{NodeLayout, RunAs};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER};
+
+/// PostgreSQL, one server, at the isolation level of `--read-mode`.
+pub struct PostgresTarget;
+
+/// Read modes: the isolation levels, strongest first (the default).
+const ISOLATION_LEVELS: &[(&str, &str)] = &[
+    ("serializable", "BEGIN ISOLATION LEVEL SERIALIZABLE"),
+    ("repeatable-read", "BEGIN ISOLATION LEVEL REPEATABLE READ"),
+    ("read-committed", "BEGIN ISOLATION LEVEL READ COMMITTED"),
+];
+
+/// How long one readiness probe may take.
+const PROBE_BOUND: Duration = Duration::from_millis(500);
+
+/// The `BEGIN` of read mode `mode` (the default: serializable).
+fn begin_statement(mode: Option<&str>) -> &'static str {
+    ISOLATION_LEVELS
+        .iter()
+        .find(|(name, _)| Some(*name) == mode)
+        .unwrap_or(&ISOLATION_LEVELS[0])
+        .1
+}
+
+impl Target for PostgresTarget {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+    fn description(&self) -> &'static str {
+        "PostgreSQL 15 (Debian package postgresql), one server as a child process; read modes = isolation levels; kill -9 and pause reach the postmaster and every backend"
+    }
+    fn binary_name(&self) -> &'static str {
+        // Debian's directory first (a fresh machine may have only that), then PATH.
+        if std::path::Path::new(DEBIAN_BIN_DIR)
+            .join("postgres")
+            .is_file()
+        {
+            "/usr/lib/postgresql/15/bin/postgres"
+        } else {
+            "postgres"
+        }
+    }
+    fn install_hint(&self) -> Option<String> {
+        Some(missing_program("postgres"))
+    }
+    fn bugs(&self) -> Vec<BugInfo<'_>> {
+        Vec::new()
+    }
+    fn clock_source(&self) -> ClockSource {
+        // libfaketime would need the offset files under the run store, which the
+        // `postgres` account may not be able to reach.
+        ClockSource::Unsupported
+    }
+    fn read_modes(&self) -> Vec<&str> {
+        ISOLATION_LEVELS.iter().map(|(name, _)| *name).collect()
+    }
+    fn workloads(&self) -> Vec<&str> {
+        vec!["list-append", "rw-register", "bank"]
+    }
+
+    fn node_args(
+        &self,
+        _i: usize,
+        client_addr: SocketAddr,
+        _peer_listen: SocketAddr,
+        _peer_addrs: &[SocketAddr],
+        data_dir: &std::path::Path,
+        _opts: &TargetOptions,
+    ) -> Vec<String> {
+        let work = WorkDir::for_node(data_dir);
+        let mut args = vec![
+            "-D".to_string(),
+            work.pgdata().display().to_string(),
+            "-p".into(),
+            client_addr.port().to_string(),
+            "-k".into(),
+            work.socket_dir().display().to_string(),
+        ];
+        for setting in [
+            format!("listen_addresses={}", client_addr.ip()),
+            // PostgreSQL's defaults, stated: every commit waits for its WAL fsync.
+            "fsync=on".into(),
+            "synchronous_commit=on".into(),
+            "full_page_writes=on".into(),
+            // Dynamic shared memory as files in the data directory, which the run
+            // removes, rather than in /dev/shm, where a killed server leaves them.
+            "dynamic_shared_memory_type=mmap".into(),
+            // Deadlocks (40P01, a definite failure) found in 100 ms rather than the
+            // default second, which is the clients' whole op timeout.
+            "deadlock_timeout=100ms".into(),
+        ] {
+            args.push("-c".into());
+            args.push(setting);
+        }
+        args
+    }
+
+    fn is_ready<'a>(&'a self, _http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            match client::connect(addr, PROBE_BOUND).await {
+                Ok(c) => matches!(
+                    tokio::time::timeout(PROBE_BOUND, c.simple_query("SELECT 1")).await,
+                    Ok(Ok(_))
+                ),
+                Err(_) => false,
+            }
+        })
+    }
+
+    fn wait_formed<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+        bound: Duration,
+    ) -> BoxFuture<'a, Result<(), ()>> {
+        // Formed once the primary holds the tables (made here, once per cluster).
+        Box::pin(super::poll_until(bound, move || async move {
+            let Some(primary) = addrs.first() else {
+                return false;
+            };
+            match client::connect(*primary, PROBE_BOUND).await {
+                Ok(c) => matches!(c.batch_execute(sql::SCHEMA).await, Ok(())),
+                Err(_) => false,
+            }
+        }))
+    }
+
+    fn leaders<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Vec<usize>> {
+        // The one server (node 0) takes every write.
+        let n = addrs.len().min(1);
+        Box::pin(async move { (0..n).collect() })
+    }
+
+    fn run_as(&self) -> Result<Option<RunAs>, String> {
+        server::run_as()
+    }
+
+    fn prepare_node<'a>(
+        &'a self,
+        i: usize,
+        layout: &'a NodeLayout,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if i > 0 {
+                return Err("target postgres runs one server: pass --nodes 1".into());
+            }
+            let user = server::run_as()?;
+            server::prepare(layout, user.as_ref()).await
+        })
+    }
+
+    fn signal_process_tree(&self) -> bool {
+        // A postmaster's backends serve the open connections: a pause must stop them
+        // too, and a kill must not leave them holding the shared memory the restarted
+        // postmaster refuses to share.
+        true
+    }
+
+    fn cleanup_node(&self, _i: usize, layout: &NodeLayout) {
+        server::cleanup(layout);
+    }
+
+    fn client(&self, addrs: &[SocketAddr], _home: usize, opts: &TargetOptions) -> Box<dyn Client> {
+        let addr = addrs
+            .first()
+            .copied()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 5432)));
+        Box::new(client::PgClient::new(
+            addr,
+            "n1".into(),
+            begin_statement(opts.read_mode.as_deref()),
+            sql::Table::for_workload(&opts.workload),
+            opts.op_timeout,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_modes_are_isolation_levels_serializable_first() {
+        assert_eq!(
+            PostgresTarget.read_modes(),
+            vec!["serializable", "repeatable-read", "read-committed"]
+        );
+        assert_eq!(begin_statement(None), "BEGIN ISOLATION LEVEL SERIALIZABLE");
+        assert_eq!(
+            begin_statement(Some("read-committed")),
+            "BEGIN ISOLATION LEVEL READ COMMITTED"
+        );
+    }
+
+    #[test]
+    fn the_server_listens_on_loopback_with_fsync_and_its_own_socket_dir() {
+        let data = std::path::Path::new("/store/run/nodes/n1/data");
+        let args = PostgresTarget.node_args(
+            0,
+            "127.0.0.1:15432".parse().unwrap(),
+            "127.0.0.1:15433".parse().unwrap(),
+            &[],
+            data,
+            &TargetOptions {
+                shards: 1,
+                read_mode: None,
+                bugs: vec![],
+                op_timeout: Duration::from_secs(1),
+                hedge_delay: Duration::from_millis(50),
+                workload: "list-append".into(),
+            },
+        );
+        let work = WorkDir::for_node(data);
+        let pos = |a: &str| args.iter().position(|x| x == a).unwrap();
+        assert_eq!(args[pos("-D") + 1], work.pgdata().display().to_string());
+        assert_eq!(args[pos("-p") + 1], "15432");
+        assert_eq!(args[pos("-k") + 1], work.socket_dir().display().to_string());
+        assert!(args.contains(&"listen_addresses=127.0.0.1".to_string()));
+        assert!(args.contains(&"fsync=on".to_string()));
+    }
+}

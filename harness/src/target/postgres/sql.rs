@@ -1,0 +1,283 @@
+//! The SQL behind each workload op: the tables, the statements (prepared once per
+//! connection) and how a micro-op runs and is recorded.
+//!
+//! `list-append`: `lists (k bigint primary key, v bigint[])`; an append is `UPDATE lists
+//! SET v = v || x`, and when no row exists yet `INSERT ... ON CONFLICT DO UPDATE`.
+//! `rw-register`: `registers (k, v bigint)`, writes by upsert. `bank`: `accounts (k,
+//! balance)`; a transfer reads both balances and writes the new ones (read, then write,
+//! as an application would: what each isolation level makes of that is the test), and
+//! refuses to take a balance below zero; a read is one SELECT of every account.
+
+use serde_json::{json, Value};
+use tokio_postgres::{Client, Statement};
+
+/// The tables every run creates (one per workload).
+pub const SCHEMA: &str =
+    "CREATE TABLE IF NOT EXISTS lists (k bigint PRIMARY KEY, v bigint[] NOT NULL);
+CREATE TABLE IF NOT EXISTS registers (k bigint PRIMARY KEY, v bigint);
+CREATE TABLE IF NOT EXISTS accounts (k bigint PRIMARY KEY, balance bigint NOT NULL);";
+
+/// The table a workload's ops touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// `list-append`.
+    Lists,
+    /// `rw-register`.
+    Registers,
+    /// `bank`.
+    Accounts,
+}
+
+impl Table {
+    /// The table of `--workload`.
+    pub fn for_workload(workload: &str) -> Table {
+        match workload {
+            "rw-register" => Table::Registers,
+            "bank" => Table::Accounts,
+            _ => Table::Lists,
+        }
+    }
+}
+
+/// Statement slots (indices into [`statements`]).
+const READ: usize = 0;
+const UPDATE: usize = 1;
+const UPSERT: usize = 2;
+const READ_ALL: usize = 3;
+
+/// The statements prepared on every connection, in slot order.
+pub fn statements(table: Table) -> &'static [&'static str] {
+    match table {
+        Table::Lists => &[
+            "SELECT v FROM lists WHERE k = $1",
+            "UPDATE lists SET v = v || $2::bigint WHERE k = $1",
+            "INSERT INTO lists AS l (k, v) VALUES ($1, ARRAY[$2::bigint]) ON CONFLICT (k) DO UPDATE SET v = l.v || $2::bigint",
+        ],
+        Table::Registers => &[
+            "SELECT v FROM registers WHERE k = $1",
+            "UPDATE registers SET v = $2 WHERE k = $1",
+            "INSERT INTO registers AS r (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = $2",
+        ],
+        Table::Accounts => &[
+            "SELECT balance FROM accounts WHERE k = $1",
+            "UPDATE accounts SET balance = $2 WHERE k = $1",
+            "INSERT INTO accounts AS a (k, balance) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET balance = $2",
+            "SELECT k, balance FROM accounts ORDER BY k",
+        ],
+    }
+}
+
+/// One step of a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Read key `k` (recorded under its JSON `key`).
+    Read { key: Value, k: i64 },
+    /// Append `v` to key `k`'s list.
+    Append { key: Value, k: i64, v: i64 },
+    /// Write `v` to key `k`.
+    Write { key: Value, k: i64, v: i64 },
+    /// Move `amount` from account `from` to account `to`.
+    Transfer { from: i64, to: i64, amount: i64 },
+    /// Read every account's balance.
+    ReadAll,
+}
+
+/// The steps a workload op stands for, or why it has none.
+pub fn steps(op: &crate::target::Invocation, table: Table) -> Result<Vec<Step>, String> {
+    match (op.f.as_str(), table) {
+        ("txn", _) => op
+            .value
+            .as_array()
+            .ok_or_else(|| format!("a txn is a list of micro-ops: {}", op.value))?
+            .iter()
+            .map(|m| micro_op(m, table))
+            .collect(),
+        ("transfer", Table::Accounts) => {
+            let field = |name: &str| {
+                op.value[name]
+                    .as_i64()
+                    .ok_or_else(|| format!("transfer needs from, to and amount: {}", op.value))
+            };
+            Ok(vec![Step::Transfer {
+                from: field("from")?,
+                to: field("to")?,
+                amount: field("amount")?,
+            }])
+        }
+        ("read", Table::Accounts) => Ok(vec![Step::ReadAll]),
+        (other, _) => Err(format!(
+            "the postgres target cannot perform {other:?} on {table:?}"
+        )),
+    }
+}
+
+fn micro_op(m: &Value, table: Table) -> Result<Step, String> {
+    let bad = || format!("a micro-op is [f, integer key, value]: {m}");
+    let (f, key) = (m.get(0).and_then(Value::as_str), m.get(1).cloned());
+    let (Some(f), Some(key)) = (f, key) else {
+        return Err(bad());
+    };
+    let k = key.as_i64().ok_or_else(bad)?;
+    let v = || m.get(2).and_then(Value::as_i64).ok_or_else(bad);
+    match (f, table) {
+        ("r", _) => Ok(Step::Read { key, k }),
+        ("append", Table::Lists) => Ok(Step::Append { key, k, v: v()? }),
+        ("w", Table::Registers | Table::Accounts) => Ok(Step::Write { key, k, v: v()? }),
+        _ => Err(format!("micro-op {f:?} does not apply to {table:?}")),
+    }
+}
+
+/// Runs one step. The outer error is the server's; the inner one the transaction's own
+/// refusal (a transfer that would overdraw), which the caller rolls back.
+pub async fn perform(
+    client: &Client,
+    statements: &[Statement],
+    table: Table,
+    step: &Step,
+) -> Result<Result<Value, String>, tokio_postgres::Error> {
+    let slot = |i: usize| &statements[i];
+    Ok(Ok(match step {
+        Step::Read { k, .. } => {
+            let row = client.query_opt(slot(READ), &[k]).await?;
+            match (row, table) {
+                (None, _) => Value::Null,
+                (Some(r), Table::Lists) => json!(r.try_get::<_, Vec<i64>>(0)?),
+                (Some(r), _) => json!(r.try_get::<_, Option<i64>>(0)?),
+            }
+        }
+        Step::Append { k, v, .. } => {
+            if client.execute(slot(UPDATE), &[k, v]).await? == 0 {
+                client.execute(slot(UPSERT), &[k, v]).await?;
+            }
+            json!(v)
+        }
+        Step::Write { k, v, .. } => {
+            client.execute(slot(UPSERT), &[k, v]).await?;
+            json!(v)
+        }
+        Step::Transfer { from, to, amount } => {
+            let balance = |k: i64| async move {
+                let row = client.query_opt(slot(READ), &[&k]).await?;
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
+            };
+            let (Some(from_balance), Some(to_balance)) =
+                (balance(*from).await?, balance(*to).await?)
+            else {
+                return Ok(Err("no such account".into()));
+            };
+            if from_balance < *amount {
+                return Ok(Err("insufficient funds".into()));
+            }
+            // Lower key first, so two transfers meet in one order more often than not.
+            let mut writes = [(*from, from_balance - amount), (*to, to_balance + amount)];
+            writes.sort_unstable();
+            for (k, balance) in writes {
+                client.execute(slot(UPDATE), &[&k, &balance]).await?;
+            }
+            Value::Null
+        }
+        Step::ReadAll => {
+            let mut balances = serde_json::Map::new();
+            for r in client.query(slot(READ_ALL), &[]).await? {
+                let (k, balance): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
+                balances.insert(k.to_string(), json!(balance));
+            }
+            Value::Object(balances)
+        }
+    }))
+}
+
+/// What an `ok` op records: the completed micro-ops of a txn, the balances of a bank
+/// read, the transfer as asked.
+pub fn recorded_value(
+    op: &crate::target::Invocation,
+    steps: &[Step],
+    results: Vec<Value>,
+) -> Value {
+    match op.f.as_str() {
+        "txn" => Value::Array(
+            steps
+                .iter()
+                .zip(results)
+                .map(|(step, result)| match step {
+                    Step::Read { key, .. } => json!(["r", key, result]),
+                    Step::Append { key, .. } => json!(["append", key, result]),
+                    Step::Write { key, .. } => json!(["w", key, result]),
+                    other => json!([format!("{other:?}"), null, result]),
+                })
+                .collect(),
+        ),
+        "read" => results.into_iter().next().unwrap_or(Value::Null),
+        _ => op.value.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::Invocation;
+
+    fn inv(f: &str, value: Value) -> Invocation {
+        Invocation {
+            f: f.into(),
+            key: None,
+            value,
+        }
+    }
+
+    #[test]
+    fn micro_ops_become_steps_of_their_table() {
+        let op = inv("txn", json!([["r", 3, null], ["append", 3, 7]]));
+        let s = steps(&op, Table::Lists).unwrap();
+        assert_eq!(
+            s,
+            vec![
+                Step::Read {
+                    key: json!(3),
+                    k: 3
+                },
+                Step::Append {
+                    key: json!(3),
+                    k: 3,
+                    v: 7
+                }
+            ]
+        );
+        assert_eq!(
+            recorded_value(&op, &s, vec![json!([1, 2]), json!(7)]),
+            json!([["r", 3, [1, 2]], ["append", 3, 7]])
+        );
+        assert!(
+            steps(&op, Table::Registers).is_err(),
+            "no appends to registers"
+        );
+        let w = inv("txn", json!([["w", 1, 5]]));
+        assert_eq!(steps(&w, Table::Accounts).unwrap().len(), 1);
+        assert!(steps(&inv("txn", json!([["r", "x", null]])), Table::Lists).is_err());
+    }
+
+    #[test]
+    fn bank_ops_are_transfers_and_whole_reads() {
+        let t = inv("transfer", json!({"from": 1, "to": 0, "amount": 4}));
+        assert_eq!(
+            steps(&t, Table::Accounts).unwrap(),
+            vec![Step::Transfer {
+                from: 1,
+                to: 0,
+                amount: 4
+            }]
+        );
+        assert!(steps(&inv("transfer", json!({"from": 1})), Table::Accounts).is_err());
+        let r = inv("read", Value::Null);
+        let s = steps(&r, Table::Accounts).unwrap();
+        assert_eq!(
+            recorded_value(&r, &s, vec![json!({"0": 10})]),
+            json!({"0": 10})
+        );
+        assert!(steps(&r, Table::Lists).is_err());
+        for table in [Table::Lists, Table::Registers, Table::Accounts] {
+            assert!(statements(table).len() > UPSERT);
+        }
+        assert!(statements(Table::Accounts).len() > READ_ALL);
+    }
+}
