@@ -127,8 +127,8 @@ impl CheckOptions {
         }
     }
 
-    /// The checkers for a named check workload: a harness workload, or `list-append`,
-    /// `rw-register`, `bank`.
+    /// The checkers for a named check workload: a harness workload, a Maelstrom one, or
+    /// `list-append`, `rw-register`, `bank`.
     pub fn for_workload(&self, name: &str) -> anyhow::Result<Vec<Box<dyn Checker>>> {
         match name {
             "list-append" => Ok(vec![self.elle(ElleWorkload::ListAppend)?]),
@@ -139,7 +139,13 @@ impl CheckOptions {
             }))]),
             other => match crate::workload::by_name(other) {
                 Some(w) => w.checkers(self),
-                None => bail!("unknown workload {other:?}; `splitbrain list` shows the workloads"),
+                // A stored Maelstrom run names its Maelstrom workload (`echo`, `kafka`, ...).
+                None => match crate::maelstrom::workloads::MaelstromWorkload::parse(other) {
+                    Some(w) => crate::workload::Workload::checkers(&w, self),
+                    None => {
+                        bail!("unknown workload {other:?}; `splitbrain list` shows the workloads")
+                    }
+                },
             },
         }
     }

@@ -304,3 +304,51 @@ fn a_node_that_never_answers_init_is_named() {
         &["node n1 did not answer init within 10 s"],
     );
 }
+
+#[test]
+fn local_kafka_offsets_collide_and_the_single_leader_keeps_its_logs() {
+    if !have("python3") || !have("node") {
+        return;
+    }
+    let args = [
+        "--workload",
+        "kafka",
+        "--nemesis",
+        "partition",
+        "--nemesis-interval",
+        "1.5",
+        "--time-limit",
+        "5",
+        "--seed",
+        "4",
+    ];
+    let (code, r, err) = run(&example("python/kafka_local.py"), 3, &args);
+    assert_eq!(code, Some(1), "{:?}\n{err}", verdicts(&r));
+    let kafka = support::checker(&r, "kafka");
+    assert_eq!(kafka["valid"], false);
+    assert!(
+        kafka["anomaly_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "inconsistent-offsets"),
+        "{kafka:#}"
+    );
+    let (code, r, err) = run(&example("js/kafka.js"), 3, &args);
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+    let kafka = support::checker(&r, "kafka");
+    assert!(
+        kafka["details"]["final_reads"].as_u64().unwrap() > 0,
+        "{kafka:#}"
+    );
+    assert!(kafka["details"]["polls"].as_u64().unwrap() > 0, "{kafka:#}");
+    // Latency per request type, every kind the workload sends.
+    let by_type = r["net"]["by_op_type"].as_object().unwrap();
+    for kind in ["send", "poll", "commit_offsets", "list_committed_offsets"] {
+        assert!(
+            by_type[kind]["client_ops"].as_u64().unwrap() > 0,
+            "{by_type:#?}"
+        );
+        assert!(by_type[kind]["latency_ms"]["p99"].as_f64().is_some());
+    }
+}

@@ -20,7 +20,7 @@ mod table;
 mod tail;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
-pub use net::{NetStats, NodeNetStats};
+pub use net::{NetStats, NodeNetStats, OpTypeNetStats};
 pub use report::{
     cycles, fault_label, fault_windows, render_html, repeat_command, Cycle, CycleEdge, FaultWindow,
 };

@@ -1,6 +1,6 @@
 //! Message statistics of a network the harness simulates (the `maelstrom` target): what
 //! Maelstrom users tune against — messages per client op, by type and by node, and client
-//! latency per node.
+//! latency per node and per request type.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -33,6 +33,18 @@ pub struct NetStats {
     pub by_type: BTreeMap<String, u64>,
     /// Per node: messages it sent and received, and the latency of the client ops it served.
     pub by_node: BTreeMap<String, NodeNetStats>,
+    /// Per client request type (`send`, `poll`, `read`, ...): ops and their latency.
+    #[serde(default)]
+    pub by_op_type: BTreeMap<String, OpTypeNetStats>,
+}
+
+/// The client operations of one request type.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpTypeNetStats {
+    /// Client operations of this type that completed (any outcome).
+    pub client_ops: u64,
+    /// Their latency, in ms.
+    pub latency_ms: Latency,
 }
 
 /// One node's share of the traffic.

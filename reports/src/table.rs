@@ -87,6 +87,15 @@ pub fn summary_table(s: &RunSummary) -> String {
                 ),
             ));
         }
+        for (kind, t) in &net.by_op_type {
+            rows.push(row(
+                &format!("op {kind}"),
+                format!(
+                    "{} client ops, p50 {:.2} p95 {:.2} p99 {:.2} ms",
+                    t.client_ops, t.latency_ms.p50, t.latency_ms.p95, t.latency_ms.p99
+                ),
+            ));
+        }
     }
     if let Some(why) = &s.incomplete {
         rows.push(row("incomplete", why.clone()));

@@ -1,5 +1,5 @@
 //! Jepsen's generic checkers, under Jepsen's names: [`counter`], [`unique_ids`]
-//! (`unique-ids`), [`echo`] (Maelstrom's), [`total_queue`] (`total-queue`), [`long_fork`] (`long-fork`),
+//! (`unique-ids`), [`echo`] (Maelstrom's), [`total_queue`] (`total-queue`), [`kafka`], [`long_fork`] (`long-fork`),
 //! [`lost_appends`] (`lost-appends`, Jepsen's set-full for lists),
 //! [`stats`] and [`exceptions`]. Each is pure and reads a [`History`] from anywhere.
 //!
@@ -12,6 +12,7 @@
 pub mod counter;
 pub mod echo;
 pub mod exceptions;
+pub mod kafka;
 pub mod long_fork;
 pub mod lost_appends;
 pub mod stats;
@@ -41,6 +42,10 @@ pub const CHECKERS: &[(&str, &str)] = &[
         "every acknowledged `enqueue` dequeued, none twice, none never enqueued",
     ),
     (
+        "kafka",
+        "append-only logs with offsets: no lost, misplaced or reordered message, monotonic polls and committed offsets",
+    ),
+    (
         "long-fork",
         "no two reads observe two single writes in opposite orders (snapshot isolation)",
     ),
@@ -65,6 +70,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Checker>> {
         "unique-ids" => Box::new(unique_ids::UniqueIdsChecker),
         "echo" => Box::new(echo::EchoChecker),
         "total-queue" => Box::new(total_queue::TotalQueueChecker),
+        "kafka" => Box::new(kafka::KafkaChecker),
         "long-fork" => Box::new(long_fork::LongForkChecker),
         "lost-appends" => Box::new(lost_appends::LostAppendsChecker),
         "stats" => Box::new(stats::StatsChecker),

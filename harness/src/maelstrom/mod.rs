@@ -15,7 +15,8 @@
 //!   and the nemesis's partitions, slow links and loss applied per message; the message
 //!   statistics Maelstrom users tune against.
 //! - [`services`]: `lin-kv`, `seq-kv`, `lww-kv`, `lin-tso`.
-//! - [`workloads`]: Maelstrom's workloads with their message shapes and checkers;
+//! - [`workloads`]: Maelstrom's workloads with their message shapes and checkers
+//!   ([`kafka`]: the logs workload, its generator and consumer state);
 //!   [`client`]: one Maelstrom client per logical process, bound to one node.
 //!
 //! Faults: `partition` (and the other partition shapes), `kill`, `pause`, `slow`, `loss`,
@@ -25,6 +26,7 @@
 
 pub mod bench;
 pub mod client;
+pub mod kafka;
 pub mod net;
 pub mod nodes;
 pub mod protocol;

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
-use splitbrain_reports::{Latency, NetStats, NodeNetStats};
+use splitbrain_reports::{Latency, NetStats, NodeNetStats, OpTypeNetStats};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -91,6 +91,8 @@ type ReplyWaiter = oneshot::Sender<Map<String, Value>>;
 struct StatsAcc {
     stats: NetStats,
     latencies: BTreeMap<String, Vec<f64>>,
+    /// Client-op latencies (ms) by request type.
+    type_latencies: BTreeMap<String, Vec<f64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -296,21 +298,25 @@ impl MaelstromNet {
         lock(&self.inner.pending).remove(&(client.to_string(), msg_id));
     }
 
-    /// Records one client op answered (or not) by node `node` after `elapsed`.
-    pub fn record_client_op(&self, node: usize, elapsed: Duration) {
+    /// Records one client op of request type `kind` answered (or not) by node `node`
+    /// after `elapsed`.
+    pub fn record_client_op(&self, node: usize, kind: &str, elapsed: Duration) {
         let name = self.inner.node_ids[node].clone();
+        let ms = elapsed.as_secs_f64() * 1000.0;
         let mut acc = lock(&self.inner.stats);
         acc.stats.client_ops += 1;
         if let Some(n) = acc.stats.by_node.get_mut(&name) {
             n.client_ops += 1;
         }
-        acc.latencies
-            .entry(name)
+        acc.latencies.entry(name).or_default().push(ms);
+        acc.type_latencies
+            .entry(kind.to_string())
             .or_default()
-            .push(elapsed.as_secs_f64() * 1000.0);
+            .push(ms);
     }
 
-    /// The statistics so far, with per-op ratios and per-node latency quantiles.
+    /// The statistics so far, with per-op ratios and latency quantiles per node and per
+    /// request type.
     pub fn stats(&self) -> NetStats {
         let acc = lock(&self.inner.stats);
         let mut s = acc.stats.clone();
@@ -322,6 +328,17 @@ impl MaelstromNet {
                 n.latency_ms = quantiles(lat);
             }
         }
+        s.by_op_type = acc
+            .type_latencies
+            .iter()
+            .map(|(kind, lat)| {
+                let t = OpTypeNetStats {
+                    client_ops: lat.len() as u64,
+                    latency_ms: quantiles(lat),
+                };
+                (kind.clone(), t)
+            })
+            .collect();
         s
     }
 

@@ -10,6 +10,7 @@
 //! | `g-counter`, `pn-counter` | `add` (delta), `read` | convergence (counter): final reads agree and lie between the acknowledged and the possible sums |
 //! | `lin-kv` | `read`, `write`, `cas` per key | linearizability (cas-register per key) |
 //! | `txn-list-append`, `txn-rw-register` | `txn` | Elle at `--consistency-model` |
+//! | `kafka` | `send`, `poll`, `commit_offsets`, `list_committed_offsets` ([`super::kafka`]) | kafka: no lost, misplaced or reordered message, monotonic committed offsets |
 
 use crate::check::CheckOptions;
 use crate::target::Invocation;
@@ -20,7 +21,9 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Map, Value};
 use splitbrain_checkers::eventual::{ConvergenceChecker, EventualDataType, SetFullChecker};
-use splitbrain_checkers::jepsen::{echo::EchoChecker, unique_ids::UniqueIdsChecker};
+use splitbrain_checkers::jepsen::{
+    echo::EchoChecker, kafka::KafkaChecker, unique_ids::UniqueIdsChecker,
+};
 use splitbrain_checkers::Checker;
 
 /// One of Maelstrom's workloads.
@@ -44,6 +47,8 @@ pub enum MaelstromWorkload {
     TxnListAppend,
     /// `txn-rw-register`.
     TxnRwRegister,
+    /// `kafka`.
+    Kafka,
 }
 
 /// Every workload with its `--workload` name.
@@ -57,6 +62,7 @@ pub const WORKLOADS: &[(&str, MaelstromWorkload)] = &[
     ("lin-kv", MaelstromWorkload::LinKv),
     ("txn-list-append", MaelstromWorkload::TxnListAppend),
     ("txn-rw-register", MaelstromWorkload::TxnRwRegister),
+    ("kafka", MaelstromWorkload::Kafka),
 ];
 
 /// What a reply made of an op.
@@ -97,7 +103,8 @@ impl MaelstromWorkload {
         self == MaelstromWorkload::Broadcast
     }
 
-    /// The request body (without `msg_id`) for an invocation.
+    /// The request body (without `msg_id`) for an invocation; a kafka request as a fresh
+    /// consumer would send it (the client sends its own consumer's).
     pub fn request(self, inv: &Invocation) -> Map<String, Value> {
         use MaelstromWorkload::*;
         let key = inv.key.clone().unwrap_or(Value::Null);
@@ -114,6 +121,7 @@ impl MaelstromWorkload {
                 json!({"type": "cas", "key": key, "from": inv.value[0], "to": inv.value[1]})
             }
             (TxnListAppend | TxnRwRegister, _) => json!({"type": "txn", "txn": inv.value}),
+            (Kafka, _) => return super::kafka::Consumer::default().request(inv),
         };
         match body {
             Value::Object(m) => m,
@@ -121,7 +129,8 @@ impl MaelstromWorkload {
         }
     }
 
-    /// What a reply body means for the invocation it answers.
+    /// What a reply body means for the invocation it answers. A kafka `ok` is the whole
+    /// reply body, which the client's consumer turns into the recorded value.
     pub fn reply(self, inv: &Invocation, body: &Map<String, Value>) -> Reply {
         use MaelstromWorkload::*;
         let kind = body.get("type").and_then(Value::as_str).unwrap_or("");
@@ -160,6 +169,7 @@ impl MaelstromWorkload {
             (Broadcast, "read") => field("messages"),
             (GSet | GCounter | PnCounter | LinKv, "read") => field("value"),
             (TxnListAppend | TxnRwRegister, _) => field("txn"),
+            (Kafka, _) => Reply::Ok(Value::Object(body.clone())),
             _ => Reply::Ok(inv.value.clone()),
         }
     }
@@ -184,6 +194,7 @@ impl Workload for MaelstromWorkload {
             LinKv => "Maelstrom lin-kv: linearizable read/write/cas per key",
             TxnListAppend => "Maelstrom txn-list-append: Elle list-append transactions",
             TxnRwRegister => "Maelstrom txn-rw-register: Elle rw-register transactions",
+            Kafka => "Maelstrom kafka: append-only logs with offsets, polls and committed offsets",
         }
     }
 
@@ -193,6 +204,7 @@ impl Workload for MaelstromWorkload {
             LinKv => register::RegisterWorkload.generator(opts),
             TxnListAppend => txn::ListAppendWorkload.generator(opts),
             TxnRwRegister => txn::RwRegisterWorkload.generator(opts),
+            Kafka => Box::new(super::kafka::KafkaGenerator::new(opts.active_keys)),
             other => Box::new(KeylessGenerator {
                 workload: *other,
                 next: 0,
@@ -218,6 +230,7 @@ impl Workload for MaelstromWorkload {
             LinKv => register::RegisterWorkload.checkers(check)?,
             TxnListAppend => txn::ListAppendWorkload.checkers(check)?,
             TxnRwRegister => txn::RwRegisterWorkload.checkers(check)?,
+            Kafka => vec![Box::new(KafkaChecker)],
         })
     }
 }
@@ -269,10 +282,11 @@ impl OpGenerator for KeylessGenerator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn inv(f: &str, key: Option<Value>, value: Value) -> Invocation {
+    /// An invocation, for tests.
+    pub(crate) fn inv(f: &str, key: Option<Value>, value: Value) -> Invocation {
         Invocation {
             f: f.into(),
             key,
