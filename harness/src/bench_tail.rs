@@ -137,6 +137,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         quiesce_s: 0.5,
         store: opts.store.clone(),
         target_bin: None,
+        hosts: None,
         version: env!("CARGO_PKG_VERSION").to_string(),
         maelstrom: None,
     }

@@ -238,6 +238,18 @@ pub async fn run_test(
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
+    if let Some(hosts) = &spec.hosts {
+        return crate::remote::run_remote_test(
+            spec,
+            hosts,
+            target,
+            workload,
+            check,
+            cancel,
+            show_progress,
+        )
+        .await;
+    }
     let binary = find_binary(spec.target_bin.as_ref(), target.binary_name())?;
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;

@@ -46,6 +46,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         quiesce_s: 0.5,
         store: store.path().to_path_buf(),
         target_bin: None,
+        hosts: None,
         version: "test".into(),
         maelstrom: None,
     };
