@@ -167,7 +167,7 @@ impl RemoteCluster {
         }
         let d = quote(&dir);
         let script = format!(
-            "mkdir -p {d}/data && cd {d} && nohup {cmd} >> {d}/node.log 2>&1 < /dev/null & echo $! > {d}/node.pid && echo $!"
+            "mkdir -p {d}/data && cd {d} || exit 1\nnohup {cmd} >> {d}/node.log 2>&1 < /dev/null &\necho $! > {d}/node.pid && echo $!"
         );
         let out = self.hosts[i].run("starting the node", &script).await?;
         let pid = out
@@ -195,7 +195,7 @@ impl RemoteCluster {
             ""
         };
         let script = format!(
-            "p={pid}; if [ \"$(readlink /proc/$p/exe 2>/dev/null)\" = {bin} ] || [ \"$(readlink /proc/$p/exe 2>/dev/null)\" = \"$(command -v {bin})\" ]; then kill -{sig} $p; {wait}; echo alive; else echo gone; fi",
+            "p={pid}; b=$(readlink -f \"$(command -v {bin})\"); if [ -n \"$b\" ] && [ \"$(readlink /proc/$p/exe 2>/dev/null)\" = \"$b\" ]; then kill -{sig} $p; {wait}; echo alive; else echo gone; fi",
             bin = quote(&self.files[i].binary)
         );
         let out = self.hosts[i].run("signalling the node", &script).await?;
