@@ -192,7 +192,7 @@ impl RemoteCluster {
             // A zombie counts as gone: its parent (init) reaps it in its own time.
             "n=0; while [ $n -lt 250 ] && [ -e /proc/$p ] && [ \"$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)\" != Z ]; do sleep 0.02; n=$((n+1)); done"
         } else {
-            ""
+            ":"
         };
         let script = format!(
             "p={pid}; b=$(readlink -f \"$(command -v {bin})\"); if [ -n \"$b\" ] && [ \"$(readlink /proc/$p/exe 2>/dev/null)\" = \"$b\" ]; then kill -{sig} $p; {wait}; echo alive; else echo gone; fi",
@@ -219,7 +219,7 @@ impl RemoteCluster {
                     break;
                 }
                 // Liveness over SSH costs a round trip: every tenth poll is enough.
-                if polls % 10 == 0 && !self.alive(i).await? {
+                if polls.is_multiple_of(10) && !self.alive(i).await? {
                     let tail = self.log_tail(i).await;
                     self.nodes[i].lock().await.pid = None;
                     return Err(RemoteError::Command {

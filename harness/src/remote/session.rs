@@ -66,7 +66,7 @@ impl HostSession {
             .await
             .map_err(|e| RemoteError::Connect {
                 host: host.label(),
-                why: explain_connect_error(&e.to_string(), host),
+                why: explain_connect_error(&error_chain(&e), host),
             })?;
         Ok(HostSession {
             host: host.clone(),
@@ -198,9 +198,21 @@ impl HostSession {
     fn lost(&self, e: openssh::Error) -> RemoteError {
         RemoteError::Connect {
             host: self.host.label(),
-            why: format!("the SSH session failed: {e}"),
+            why: format!("the SSH session failed: {}", error_chain(&e)),
         }
     }
+}
+
+/// An error with its causes (openssh keeps ssh's own message in the source).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
 }
 
 /// Says in plain words what ssh's message means.
