@@ -116,6 +116,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         converge_bound_s: crate::spec::default_converge_bound_s(),
         store: opts.store.clone(),
         target_bin: None,
+        hosts: None,
         version: env!("CARGO_PKG_VERSION").to_string(),
         maelstrom: None,
     }

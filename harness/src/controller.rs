@@ -257,6 +257,18 @@ pub async fn run_test(
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
+    if let Some(hosts) = &spec.hosts {
+        return crate::remote::run_remote_test(
+            spec,
+            hosts,
+            target,
+            workload,
+            check,
+            cancel,
+            show_progress,
+        )
+        .await;
+    }
     if spec.target_bin.is_none() {
         check_required_programs(target.as_ref())?;
     }
@@ -268,15 +280,7 @@ pub async fn run_test(
     })?;
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
-    let topts = TargetOptions {
-        shards: spec.shards,
-        read_mode: spec.read_mode.clone(),
-        bugs: spec.bugs.clone(),
-        op_timeout: Duration::from_millis(spec.op_timeout_ms),
-        hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
-        workload: spec.workload.clone(),
-        wait: spec.wait,
-    };
+    let topts = TargetOptions::from_spec(spec);
     let network = NetworkLayout::build(spec, target.as_ref(), &run_dir, &nemesis_spec).await?;
     let NetworkLayout {
         layouts,

@@ -23,6 +23,7 @@ pub mod maelstrom;
 pub mod mesh;
 pub mod progress;
 pub mod recorder;
+pub mod remote;
 pub mod serve;
 pub mod spec;
 pub mod store;

@@ -79,8 +79,13 @@ pub struct TestSpec {
     pub converge_bound_s: f64,
     /// Where the run store is.
     pub store: PathBuf,
-    /// Explicit node binary, if given.
+    /// Explicit node binary, if given (with `hosts`: a path on the hosts when it is not a
+    /// file here).
     pub target_bin: Option<PathBuf>,
+    /// `--hosts`: node `i` runs on host `i` over SSH. Absent for local runs and in older
+    /// test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<crate::remote::Host>>,
     /// splitbrain's version.
     pub version: String,
 }

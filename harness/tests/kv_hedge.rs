@@ -48,6 +48,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         converge_bound_s: splitbrain::spec::default_converge_bound_s(),
         store: store.path().to_path_buf(),
         target_bin: None,
+        hosts: None,
         version: "test".into(),
         maelstrom: None,
     };

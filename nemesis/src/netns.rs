@@ -22,7 +22,7 @@
 //! which removes its veths, bridge and rules with it; [`sweep_stale`] removes namespaces
 //! left by runs whose process is gone.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -420,6 +420,10 @@ impl NetnsCluster {
         Ipv4Addr::new(self.subnet[0], self.subnet[1], self.subnet[2], 10 + i as u8)
     }
 
+    fn addrs(&self) -> Vec<IpAddr> {
+        (0..self.len()).map(|i| IpAddr::V4(self.addr(i))).collect()
+    }
+
     /// A command that runs `program` inside node `i`'s namespace
     /// (`ip netns exec <ns> program`); add arguments and spawn it as usual.
     pub fn command(&self, i: usize, program: &str) -> Command {
@@ -440,41 +444,6 @@ impl NetnsCluster {
     /// The packet filter in use.
     pub fn firewall(&self) -> Firewall {
         self.firewall
-    }
-
-    /// Rules for node `to`'s namespace: what it drops from each sender.
-    fn nft_script(&self, faults: &NetFaults, to: usize) -> String {
-        let mut rules = String::new();
-        for ((from, dst), f) in faults.faulty_flows() {
-            if *dst != to {
-                continue;
-            }
-            let src = self.addr(*from);
-            match f.cut {
-                Some(CutMode::Blackhole) => rules.push_str(&format!("    ip saddr {src} drop\n")),
-                Some(CutMode::Refuse) => {
-                    rules.push_str(&format!(
-                        "    ip saddr {src} meta l4proto tcp reject with tcp reset\n"
-                    ));
-                    rules.push_str(&format!("    ip saddr {src} reject\n"));
-                }
-                None => {}
-            }
-            if f.loss > 0.0 {
-                let n = (f.loss.clamp(0.0, 1.0) * 10_000.0).round() as u32;
-                rules.push_str(&format!(
-                    "    ip saddr {src} numgen random mod 10000 < {n} drop\n"
-                ));
-            }
-        }
-        // "add table" then "delete table" makes the script work whether or not it exists
-        let mut script = format!("add table inet {TABLE}\ndelete table inet {TABLE}\n");
-        if !rules.is_empty() {
-            script.push_str(&format!(
-                "table inet {TABLE} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n{rules}  }}\n}}\n"
-            ));
-        }
-        script
     }
 
     fn apply_iptables(&self, faults: &NetFaults, to: usize) -> Result<(), NemesisError> {
@@ -600,6 +569,47 @@ impl NetnsCluster {
     }
 }
 
+/// An `nft -f -` script that makes table `inet <table>` hold exactly the rules node `to`
+/// needs for `faults` (what it drops from each sender, by the sender's address in
+/// `addrs`): the table is replaced whole, and a script for no faults deletes it. Shared by
+/// this backend and the harness's remote hosts.
+pub fn nft_script(table: &str, faults: &NetFaults, to: usize, addrs: &[IpAddr]) -> String {
+    let mut rules = String::new();
+    for ((from, dst), f) in faults.faulty_flows() {
+        let Some(src) = addrs.get(*from) else {
+            continue;
+        };
+        if *dst != to {
+            continue;
+        }
+        let family = if src.is_ipv4() { "ip" } else { "ip6" };
+        match f.cut {
+            Some(CutMode::Blackhole) => rules.push_str(&format!("    {family} saddr {src} drop\n")),
+            Some(CutMode::Refuse) => {
+                rules.push_str(&format!(
+                    "    {family} saddr {src} meta l4proto tcp reject with tcp reset\n"
+                ));
+                rules.push_str(&format!("    {family} saddr {src} reject\n"));
+            }
+            None => {}
+        }
+        if f.loss > 0.0 {
+            let n = (f.loss.clamp(0.0, 1.0) * 10_000.0).round() as u32;
+            rules.push_str(&format!(
+                "    {family} saddr {src} numgen random mod 10000 < {n} drop\n"
+            ));
+        }
+    }
+    // "add table" then "delete table" makes the script work whether or not it exists
+    let mut script = format!("add table inet {table}\ndelete table inet {table}\n");
+    if !rules.is_empty() {
+        script.push_str(&format!(
+            "table inet {table} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n{rules}  }}\n}}\n"
+        ));
+    }
+    script
+}
+
 impl NetworkFaults for NetnsCluster {
     fn node_count(&self) -> usize {
         self.len()
@@ -630,7 +640,7 @@ impl NetworkFaults for NetnsCluster {
                     run_stdin(
                         "ip",
                         &["netns", "exec", ns, "nft", "-f", "-"],
-                        &self.nft_script(faults, to),
+                        &nft_script(TABLE, faults, to, &self.addrs()),
                     )?
                 }
                 Firewall::Iptables => self.apply_iptables(faults, to)?,

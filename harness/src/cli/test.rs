@@ -37,9 +37,22 @@ pub(crate) struct TestArgs {
     /// replacing the random schedule.
     #[arg(long)]
     nemesis_plan: Option<PathBuf>,
-    /// Number of nodes.
-    #[arg(long, default_value_t = 5)]
-    nodes: usize,
+    /// Number of nodes (default 5; with --hosts, one per host).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Run node i on host i over SSH: a hosts file (TOML; README "Testing on real
+    /// machines") or a comma-separated list of addresses.
+    #[arg(long)]
+    hosts: Option<String>,
+    /// With --hosts: the login user (a hosts file's own settings win).
+    #[arg(long)]
+    ssh_user: Option<String>,
+    /// With --hosts: the private key file.
+    #[arg(long)]
+    ssh_key: Option<PathBuf>,
+    /// With --hosts: sshd's port.
+    #[arg(long)]
+    ssh_port: Option<u16>,
     /// Concurrent client workers.
     #[arg(long, default_value_t = 10)]
     concurrency: usize,
@@ -281,7 +294,18 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
 
 /// The parts of a test spec every target shares.
 fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result<TestSpec> {
-    if a.nodes == 0 || a.concurrency == 0 || a.time_limit <= 0.0 || a.converge_bound <= 0.0 {
+    let hosts = remote_hosts(a, maelstrom.is_some())?;
+    let nodes = match (&hosts, a.nodes) {
+        (Some(h), Some(n)) if h.len() != n => {
+            return Err(usage(format!(
+                "--nodes {n} but --hosts names {} hosts (node i runs on host i)",
+                h.len()
+            )))
+        }
+        (Some(h), _) => h.len(),
+        (None, n) => n.unwrap_or(5),
+    };
+    if nodes == 0 || a.concurrency == 0 || a.time_limit <= 0.0 || a.converge_bound <= 0.0 {
         return Err(usage(
             "--nodes, --concurrency, --time-limit and --converge-bound must be positive",
         ));
@@ -313,7 +337,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         nemesis_interval_s: a.nemesis_interval,
         nemesis_plan: a.nemesis_plan.clone(),
         nemesis_schedule: serde_json::Value::Null,
-        nodes: a.nodes,
+        nodes,
         concurrency: a.concurrency,
         rate: a.rate,
         time_limit_s: a.time_limit,
@@ -333,9 +357,38 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         converge_bound_s: a.converge_bound,
         store: a.store.clone(),
         target_bin: a.target_bin.clone(),
+        hosts,
         version: env!("CARGO_PKG_VERSION").to_string(),
         maelstrom,
     })
+}
+
+/// `--hosts` with the `--ssh-*` options; a bad hosts file is a usage error.
+fn remote_hosts(
+    a: &TestArgs,
+    maelstrom: bool,
+) -> anyhow::Result<Option<Vec<splitbrain::remote::Host>>> {
+    let Some(arg) = &a.hosts else {
+        if a.ssh_user.is_some() || a.ssh_key.is_some() || a.ssh_port.is_some() {
+            return Err(usage(
+                "--ssh-user, --ssh-key and --ssh-port go with --hosts",
+            ));
+        }
+        return Ok(None);
+    };
+    if maelstrom {
+        return Err(usage(
+            "--hosts does not apply to --target maelstrom (its network is simulated here)",
+        ));
+    }
+    let ssh = splitbrain::remote::SshDefaults {
+        user: a.ssh_user.clone(),
+        identity: a.ssh_key.clone(),
+        port: a.ssh_port,
+    };
+    splitbrain::remote::parse_hosts_arg(arg, &ssh)
+        .map(Some)
+        .map_err(|e| usage(e.to_string()))
 }
 
 /// The target `--target` names, and for `exec` the absolute path of its spec file (kept

@@ -1,0 +1,371 @@
+//! Node processes on remote hosts, controlled by PID over each host's SSH session.
+//!
+//! On host `i` the run keeps everything under `<data_dir>/splitbrain-<tag>/`:
+//! `bin/<binary>` (unless the host keeps binaries across runs, in `<data_dir>/bin/`), and
+//! `n<i>/` with the node's `data/`, `node.log` and `node.pid`. A node is started detached
+//! (`nohup`, output to its log), so it outlives the SSH command that started it; every
+//! signal checks first that the PID still runs the uploaded binary, so a recycled PID is
+//! never touched.
+
+use super::session::{quote, HostSession};
+use super::RemoteError;
+use crate::target::{ClockSource, Target};
+use splitbrain_nemesis::{ClusterControl, NemesisError};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+/// Where the node binary comes from.
+#[derive(Debug, Clone)]
+pub enum BinarySource {
+    /// A file here, uploaded to every host.
+    Local(PathBuf),
+    /// A program already on the hosts (a path or a name on their PATH).
+    OnHost(String),
+}
+
+/// What one node needs to start.
+#[derive(Debug, Clone)]
+pub struct RemoteNodeSpec {
+    /// `n1`..`nN`.
+    pub name: String,
+    /// Where clients reach it.
+    pub client_addr: SocketAddr,
+    /// Its command-line arguments.
+    pub args: Vec<String>,
+}
+
+struct RemoteNode {
+    spec: RemoteNodeSpec,
+    pid: Option<u32>,
+}
+
+/// Everything the run made on one host, to remove at the end.
+struct HostFiles {
+    /// `<data_dir>/splitbrain-<tag>`.
+    run_dir: String,
+    /// The binary as started on this host.
+    binary: String,
+    /// The data directory itself, when the run had to create it.
+    made_data_dir: bool,
+}
+
+/// A cluster of node processes, node `i` on host `i`.
+pub struct RemoteCluster {
+    hosts: Vec<Arc<HostSession>>,
+    files: Vec<HostFiles>,
+    nodes: Vec<Mutex<RemoteNode>>,
+    target: Arc<dyn Target>,
+    http: reqwest::Client,
+    torn_down: std::sync::atomic::AtomicBool,
+}
+
+/// The directory of node `i`'s files on its host.
+pub fn node_dir(run_dir: &str, name: &str) -> String {
+    format!("{run_dir}/{name}")
+}
+
+/// `<data_dir>/splitbrain-<tag>` on `host`.
+pub fn host_run_dir(host: &HostSession, tag: &str) -> String {
+    format!("{}/splitbrain-{tag}", host.host.data_dir.display())
+}
+
+impl RemoteCluster {
+    /// Lays out the run's directories on every host and puts the binary there (the upload
+    /// skipped where the host's copy has the same checksum). Nothing runs yet.
+    pub async fn prepare(
+        target: Arc<dyn Target>,
+        hosts: Vec<Arc<HostSession>>,
+        binary: &BinarySource,
+        nodes: Vec<RemoteNodeSpec>,
+        tag: &str,
+    ) -> Result<RemoteCluster, RemoteError> {
+        let mut cluster = RemoteCluster {
+            files: Vec::new(),
+            nodes: nodes
+                .into_iter()
+                .map(|spec| Mutex::new(RemoteNode { spec, pid: None }))
+                .collect(),
+            hosts,
+            target,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_millis(500))
+                .build()
+                .map_err(|e| RemoteError::Local {
+                    what: "making the HTTP client".into(),
+                    source: std::io::Error::other(e),
+                })?,
+            torn_down: std::sync::atomic::AtomicBool::new(false),
+        };
+        for (i, h) in cluster.hosts.iter().enumerate() {
+            let run_dir = host_run_dir(h, tag);
+            let data_dir = h.host.data_dir.display().to_string();
+            let made = h
+                .run(
+                    "creating the run directory",
+                    &format!(
+                        "if [ -d {d} ]; then m=0; else m=1; fi; mkdir -p {n} && echo $m",
+                        d = quote(&data_dir),
+                        n = quote(&node_dir(&run_dir, &cluster.node_name(i)))
+                    ),
+                )
+                .await?;
+            let binary = match binary {
+                BinarySource::OnHost(p) => p.clone(),
+                BinarySource::Local(path) => {
+                    let file = path.file_name().unwrap_or_default().to_string_lossy();
+                    let dest = if h.host.keep_binary {
+                        format!("{data_dir}/bin/{file}")
+                    } else {
+                        format!("{run_dir}/bin/{file}")
+                    };
+                    let sent = h.upload_if_changed(path, &dest).await?;
+                    if !sent {
+                        eprintln!(
+                            "splitbrain: {}: {dest} is up to date (same SHA-256); not uploaded",
+                            h.host.label()
+                        );
+                    }
+                    dest
+                }
+            };
+            cluster.files.push(HostFiles {
+                run_dir,
+                binary,
+                made_data_dir: made.trim() == "1",
+            });
+        }
+        Ok(cluster)
+    }
+
+    fn node_name(&self, i: usize) -> String {
+        format!("n{}", i + 1)
+    }
+
+    /// Starts every node and waits (up to `bound`) until each answers its health check and
+    /// the cluster has formed. A node that exits meanwhile is reported with its log's end.
+    pub async fn start(&self, bound: Duration) -> Result<(), RemoteError> {
+        for i in 0..self.nodes.len() {
+            self.spawn(i).await?;
+        }
+        self.wait_ready(bound).await
+    }
+
+    async fn spawn(&self, i: usize) -> Result<(), RemoteError> {
+        let mut node = self.nodes[i].lock().await;
+        if node.pid.is_some() {
+            return Ok(());
+        }
+        let f = &self.files[i];
+        let dir = node_dir(&f.run_dir, &node.spec.name);
+        let mut cmd = quote(&f.binary);
+        for a in &node.spec.args {
+            cmd.push(' ');
+            cmd.push_str(&quote(a));
+        }
+        let d = quote(&dir);
+        let script = format!(
+            "mkdir -p {d}/data && cd {d} || exit 1\nnohup {cmd} >> {d}/node.log 2>&1 < /dev/null &\necho $! > {d}/node.pid && echo $!"
+        );
+        let out = self.hosts[i].run("starting the node", &script).await?;
+        let pid = out
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| RemoteError::Command {
+                host: self.hosts[i].host.label(),
+                what: "starting the node".into(),
+                detail: format!("expected its PID, got {out:?}"),
+            })?;
+        node.pid = Some(pid);
+        Ok(())
+    }
+
+    /// Sends `sig` to node `i` if its PID still runs the node binary; with `wait_gone`,
+    /// waits (bounded) until the process has gone.
+    async fn signal(&self, i: usize, sig: &str, wait_gone: bool) -> Result<bool, RemoteError> {
+        let Some(pid) = self.nodes[i].lock().await.pid else {
+            return Ok(false);
+        };
+        let wait = if wait_gone {
+            // A zombie counts as gone: its parent (init) reaps it in its own time.
+            "n=0; while [ $n -lt 250 ] && [ -e /proc/$p ] && [ \"$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)\" != Z ]; do sleep 0.02; n=$((n+1)); done"
+        } else {
+            ":"
+        };
+        let script = format!(
+            "p={pid}; b=$(readlink -f \"$(command -v {bin})\"); if [ -n \"$b\" ] && [ \"$(readlink /proc/$p/exe 2>/dev/null)\" = \"$b\" ]; then kill -{sig} $p; {wait}; echo alive; else echo gone; fi",
+            bin = quote(&self.files[i].binary)
+        );
+        let out = self.hosts[i].run("signalling the node", &script).await?;
+        Ok(out.trim() == "alive")
+    }
+
+    async fn alive(&self, i: usize) -> Result<bool, RemoteError> {
+        self.signal(i, "0", false).await
+    }
+
+    async fn wait_ready(&self, bound: Duration) -> Result<(), RemoteError> {
+        let start = Instant::now();
+        for i in 0..self.nodes.len() {
+            let (addr, name) = {
+                let n = self.nodes[i].lock().await;
+                (n.spec.client_addr, n.spec.name.clone())
+            };
+            let mut polls = 0u32;
+            loop {
+                if self.target.is_ready(&self.http, addr).await {
+                    break;
+                }
+                // Liveness over SSH costs a round trip: every tenth poll is enough.
+                if polls.is_multiple_of(10) && !self.alive(i).await? {
+                    let tail = self.log_tail(i).await;
+                    self.nodes[i].lock().await.pid = None;
+                    return Err(RemoteError::Command {
+                        host: self.hosts[i].host.label(),
+                        what: format!("starting node {name}"),
+                        detail: format!("it exited; last log lines:\n{tail}"),
+                    });
+                }
+                polls += 1;
+                if start.elapsed() > bound {
+                    return Err(RemoteError::Command {
+                        host: self.hosts[i].host.label(),
+                        what: format!("starting node {name}"),
+                        detail: format!(
+                            "not ready on {addr} after {:?}; last log lines:\n{}",
+                            start.elapsed(),
+                            self.log_tail(i).await
+                        ),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let remaining = bound.saturating_sub(start.elapsed());
+        let addrs = self.client_addrs().await;
+        self.target
+            .wait_formed(&self.http, &addrs, remaining)
+            .await
+            .map_err(|_| RemoteError::Command {
+                host: "all".into(),
+                what: "forming the cluster".into(),
+                detail: format!("no leader after {:?}; see the node logs", start.elapsed()),
+            })
+    }
+
+    async fn log_tail(&self, i: usize) -> String {
+        let name = self.node_name(i);
+        let log = format!("{}/node.log", node_dir(&self.files[i].run_dir, &name));
+        self.hosts[i]
+            .run("reading the log", &format!("tail -n 15 {}", quote(&log)))
+            .await
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    /// Where clients reach each node.
+    pub async fn client_addrs(&self) -> Vec<SocketAddr> {
+        let mut out = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            out.push(n.lock().await.spec.client_addr);
+        }
+        out
+    }
+
+    /// Kills every node, copies each node's directory (log, pid file, data) into
+    /// `local_nodes/<name>/`, and removes every file the run made on the hosts. Runs once;
+    /// every step is tried on every host, and the errors are returned together.
+    pub async fn teardown(&self, local_nodes: &Path) -> Vec<RemoteError> {
+        if self
+            .torn_down
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Vec::new();
+        }
+        let mut errors = Vec::new();
+        for i in 0..self.nodes.len() {
+            if let Err(e) = self.signal(i, "9", true).await {
+                errors.push(e);
+            }
+            self.nodes[i].lock().await.pid = None;
+        }
+        for (i, f) in self.files.iter().enumerate() {
+            let h = &self.hosts[i];
+            let name = self.node_name(i);
+            let remote = node_dir(&f.run_dir, &name);
+            if let Err(e) = h.fetch_dir(&remote, &local_nodes.join(&name)).await {
+                errors.push(e);
+            }
+            // A kept binary lives outside run_dir, so this leaves it for the next run.
+            let mut rm = format!("rm -rf {}", quote(&f.run_dir));
+            if f.made_data_dir {
+                rm.push_str(&format!(
+                    " && rmdir {} 2>/dev/null; true",
+                    quote(&h.host.data_dir.display().to_string())
+                ));
+            }
+            if let Err(e) = h.run("removing the run's files", &rm).await {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+}
+
+impl ClusterControl for RemoteCluster {
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    async fn kill(&self, i: usize) -> Result<(), NemesisError> {
+        self.signal(i, "9", true)
+            .await
+            .map_err(|e| NemesisError::Fault(e.to_string()))?;
+        self.nodes[i].lock().await.pid = None;
+        Ok(())
+    }
+
+    async fn restart(&self, i: usize) -> Result<(), NemesisError> {
+        self.spawn(i)
+            .await
+            .map_err(|e| NemesisError::Fault(e.to_string()))
+    }
+
+    async fn pause(&self, i: usize) -> Result<(), NemesisError> {
+        self.signal(i, "STOP", false)
+            .await
+            .map(|_| ())
+            .map_err(|e| NemesisError::Fault(e.to_string()))
+    }
+
+    async fn resume(&self, i: usize) -> Result<(), NemesisError> {
+        self.signal(i, "CONT", false)
+            .await
+            .map(|_| ())
+            .map_err(|e| NemesisError::Fault(e.to_string()))
+    }
+
+    async fn leaders(&self) -> Vec<usize> {
+        let addrs = self.client_addrs().await;
+        self.target.leaders(&self.http, &addrs).await
+    }
+
+    async fn set_clock_offset(&self, i: usize, offset_ms: i64) -> Result<(), NemesisError> {
+        match self.target.clock_source() {
+            ClockSource::Endpoint => {
+                let addr = self.nodes[i].lock().await.spec.client_addr;
+                self.target
+                    .set_clock_offset(&self.http, addr, offset_ms)
+                    .await
+                    .map_err(NemesisError::Fault)
+            }
+            ClockSource::Faketime | ClockSource::Unsupported => Err(NemesisError::Unsupported(
+                format!(
+                    "the clock of target {} on a remote host (only the admin endpoint of bundled targets is driven over SSH)",
+                    self.target.name()
+                ),
+            )),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! A test on remote hosts: the controller's phases with [`RemoteCluster`] as the cluster
+//! and [`RemoteFirewall`] as the network backend.
+//!
+//! Every check that can fail without the system under test (reaching each host, its
+//! login, nft where network faults are asked for, the upload) runs before any node starts
+//! or any fault is applied. Teardown (kill every node, heal, collect logs and data, remove
+//! the run's files and rules) runs on every path after the first connection.
+
+use super::cluster::{BinarySource, RemoteCluster, RemoteNodeSpec};
+use super::firewall::{self, HostFirewall, RemoteFirewall};
+use super::hosts::Host;
+use super::session::HostSession;
+use super::RemoteError;
+use crate::check::CheckOptions;
+use crate::controller::{
+    drive, find_binary, finish_run, open_run, record_start_failure, DriveClients, RunOutcome,
+};
+use crate::recorder::HistoryRecorder;
+use crate::spec::TestSpec;
+use crate::target::{NodeNetwork, Target, TargetOptions};
+use crate::workload::Workload;
+use splitbrain_nemesis::{Nemesis, NetworkFaults};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Faults that need a packet filter on the hosts.
+const NETWORK_FAULTS: &[&str] = &[
+    "partition",
+    "partition-leader",
+    "leader-churn",
+    "loss",
+    "slow",
+];
+
+/// Runs a whole test with node `i` on `hosts[i]`.
+pub async fn run_remote_test(
+    spec: &TestSpec,
+    hosts: &[Host],
+    target: Arc<dyn Target>,
+    workload: &dyn Workload,
+    check: &CheckOptions,
+    cancel: CancellationToken,
+    show_progress: bool,
+) -> anyhow::Result<RunOutcome> {
+    anyhow::ensure!(
+        hosts.len() == spec.nodes,
+        "{} hosts for {} nodes: node i runs on host i",
+        hosts.len(),
+        spec.nodes
+    );
+    let binary = match &spec.target_bin {
+        Some(p) if !p.is_file() => BinarySource::OnHost(p.display().to_string()),
+        explicit => BinarySource::Local(find_binary(explicit.as_ref(), target.binary_name())?),
+    };
+    let (nemesis_spec, spec, run_dir) = open_run(spec)?;
+    let spec = &spec;
+    let recorder = HistoryRecorder::create(&run_dir.history(), Instant::now(), true)?;
+    let fail = |e: anyhow::Error| {
+        record_start_failure(
+            spec,
+            &run_dir,
+            &recorder,
+            format!("{e:#}"),
+            "the remote cluster",
+        );
+        e
+    };
+    let needs_firewall = nemesis_spec
+        .faults
+        .iter()
+        .any(|f| NETWORK_FAULTS.contains(&f.as_str()));
+    let (sessions, firewalls) = match connect_all(hosts, needs_firewall).await {
+        Ok(x) => x,
+        Err((sessions, e)) => {
+            close_all(sessions).await;
+            return Err(fail(e.into()));
+        }
+    };
+    let topts = TargetOptions::from_spec(spec);
+    // A target with fixed ports (its members advertise one address) keeps them.
+    let ports = |h: &Host| match target.network() {
+        NodeNetwork::Namespaces {
+            client_port,
+            peer_port,
+        } => (client_port, peer_port),
+        NodeNetwork::Mesh => (h.client_port, h.peer_port),
+    };
+    let client_addrs: Vec<SocketAddr> = hosts
+        .iter()
+        .map(|h| SocketAddr::new(h.ip, ports(h).0))
+        .collect();
+    let peer_addrs: Vec<SocketAddr> = hosts
+        .iter()
+        .map(|h| SocketAddr::new(h.ip, ports(h).1))
+        .collect();
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        run_dir
+            .path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+    );
+    let nodes: Vec<RemoteNodeSpec> = (0..hosts.len())
+        .map(|i| {
+            let name = format!("n{}", i + 1);
+            let data = format!(
+                "{}/{name}/data",
+                super::cluster::host_run_dir(&sessions[i], &tag)
+            );
+            RemoteNodeSpec {
+                args: target.node_args(
+                    i,
+                    client_addrs[i],
+                    peer_addrs[i],
+                    &peer_addrs,
+                    std::path::Path::new(&data),
+                    &topts,
+                ),
+                client_addr: client_addrs[i],
+                name,
+            }
+        })
+        .collect();
+    let cluster = match RemoteCluster::prepare(
+        target.clone(),
+        sessions.clone(),
+        &binary,
+        nodes,
+        &tag,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            close_all(sessions).await;
+            return Err(fail(e.into()));
+        }
+    };
+    let local_nodes = run_dir.path.join("nodes");
+    if let Err(e) = cluster.start(Duration::from_secs(30)).await {
+        report_errors(cluster.teardown(&local_nodes).await);
+        close_all(sessions).await;
+        return Err(fail(anyhow::Error::new(e).context("starting the cluster")));
+    }
+    let fw = needs_firewall.then(|| {
+        Arc::new(RemoteFirewall::new(
+            sessions.clone(),
+            firewalls,
+            hosts.iter().map(|h| h.ip).collect(),
+        ))
+    });
+    let nemesis = Nemesis::with_network(
+        nemesis_spec,
+        fw.clone().map(|f| f as Arc<dyn NetworkFaults>),
+    );
+    let clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
+    let result = drive(
+        spec,
+        workload,
+        &cluster,
+        &nemesis,
+        clients,
+        &recorder,
+        cancel.clone(),
+        show_progress,
+    )
+    .await;
+    // drive() healed; the tables go anyway, in case a heal failed half-way.
+    if let Some(fw) = &fw {
+        report_errors(fw.remove_all().await);
+    }
+    report_errors(cluster.teardown(&local_nodes).await);
+    drop(nemesis);
+    drop(fw);
+    drop(cluster);
+    close_all(sessions).await;
+    finish_run(
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None,
+    )
+    .await
+}
+
+/// Connects to every host and checks it (nft where network faults are asked for). On
+/// error, the sessions made so far come back to be closed.
+async fn connect_all(
+    hosts: &[Host],
+    needs_firewall: bool,
+) -> Result<(Vec<Arc<HostSession>>, Vec<HostFirewall>), (Vec<Arc<HostSession>>, RemoteError)> {
+    let control_dir = std::env::temp_dir();
+    let mut sessions = Vec::new();
+    let mut firewalls = Vec::new();
+    for h in hosts {
+        let s = match HostSession::connect(h, &control_dir).await {
+            Ok(s) => Arc::new(s),
+            Err(e) => return Err((sessions, e)),
+        };
+        sessions.push(s.clone());
+        if needs_firewall {
+            match firewall::probe(&s).await {
+                Ok(f) => firewalls.push(f),
+                Err(e) => return Err((sessions, e)),
+            }
+        }
+        eprintln!("splitbrain: connected to {}", h.label());
+    }
+    Ok((sessions, firewalls))
+}
+
+async fn close_all(sessions: Vec<Arc<HostSession>>) {
+    for s in sessions {
+        match Arc::try_unwrap(s) {
+            Ok(s) => s.close().await,
+            // Still shared (a task kept it): its drop ends the master.
+            Err(s) => drop(s),
+        }
+    }
+}
+
+fn report_errors(errors: Vec<RemoteError>) {
+    for e in errors {
+        eprintln!("splitbrain: cleanup: {e}");
+    }
+}

@@ -1,0 +1,316 @@
+//! Remote runs over real SSH: each "host" is a network namespace with its own sshd
+//! (`splitbrain::remote::testbed`), the nodes run there, partitions are nftables rules
+//! inside each host's namespace. After every run — valid, interrupted, failed to start —
+//! each host is listed for anything the harness left (processes, nftables tables, files).
+//! Skips with a message where not root, or sshd / nft / ip is missing.
+
+use serde_json::Value;
+use splitbrain::remote::testbed::{unavailable_reason, SshTestbed};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn testbed(n: usize, without_nft: &[usize]) -> Option<SshTestbed> {
+    if let Some(why) = unavailable_reason() {
+        eprintln!("skipping: namespace hosts with sshd cannot be made here: {why}");
+        return None;
+    }
+    Some(SshTestbed::create_with(n, without_nft).expect("making the namespace hosts"))
+}
+
+fn splitbrain(hosts: &Path, store: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_splitbrain"));
+    c.args(["test", "--no-progress", "--hosts"])
+        .arg(hosts)
+        .arg("--store")
+        .arg(store)
+        .args(args);
+    c
+}
+
+fn assert_clean(bed: &SshTestbed) {
+    // sshd's per-connection processes end a moment after the harness's master exits.
+    let start = Instant::now();
+    loop {
+        let left: Vec<String> = (0..bed.len()).flat_map(|i| bed.leftovers(i)).collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "left on the hosts: {left:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn results(store: &Path) -> Value {
+    let text = std::fs::read(store.join("latest/results.json")).expect("results.json");
+    serde_json::from_slice(&text).expect("results.json parses")
+}
+
+fn nemesis_ops(store: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(store.join("latest/history.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|op| op["process"] == "nemesis")
+        .collect()
+}
+
+fn assert_logs_collected(store: &Path, n: usize) {
+    for i in 1..=n {
+        let log = store.join(format!("latest/nodes/n{i}/node.log"));
+        let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{} was not collected", log.display());
+        assert!(store.join(format!("latest/nodes/n{i}/data")).is_dir());
+    }
+}
+
+#[test]
+fn kv_on_three_hosts_under_partitions_and_kills_is_valid_and_leaves_nothing() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let out = splitbrain(
+        &hosts,
+        store.path(),
+        &[
+            "--target",
+            "kv",
+            "--nemesis",
+            "partition,kill",
+            "--nemesis-interval",
+            "1",
+            "--time-limit",
+            "6",
+            "--seed",
+            "3",
+            "--rate",
+            "100",
+        ],
+    )
+    .output()
+    .unwrap();
+    let r = results(store.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{r:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(r["valid"], true);
+    let ops = nemesis_ops(store.path());
+    let partitions: Vec<&Value> = ops.iter().filter(|o| o["f"] == "start-partition").collect();
+    let kills: Vec<&Value> = ops.iter().filter(|o| o["f"] == "kill").collect();
+    assert!(
+        !partitions.is_empty() && !kills.is_empty(),
+        "faults: {ops:#?}"
+    );
+    for op in partitions.iter().chain(&kills) {
+        assert!(op["value"].get("error").is_none(), "a fault failed: {op}");
+    }
+    assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
+
+#[test]
+fn txn_list_append_on_three_hosts_under_partitions_is_valid() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let out = splitbrain(
+        &hosts,
+        store.path(),
+        &[
+            "--target",
+            "txn",
+            "--workload",
+            "list-append",
+            "--nemesis",
+            "partition",
+            "--nemesis-interval",
+            "1",
+            "--time-limit",
+            "5",
+            "--seed",
+            "5",
+        ],
+    )
+    .output()
+    .unwrap();
+    let r = results(store.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{r:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(r["results"][0]["checker"], "elle-list-append");
+    assert_eq!(r["results"][0]["valid"], true);
+    let cut = nemesis_ops(store.path())
+        .into_iter()
+        .any(|o| o["f"] == "start-partition" && o["value"].get("error").is_none());
+    assert!(cut, "no partition was applied");
+    assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
+
+#[test]
+fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit_4() {
+    let Some(bed) = testbed(3, &[2]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let run = |hosts_toml: String, extra: &[&str]| {
+        let hosts = store.path().join("hosts.toml");
+        std::fs::write(&hosts, hosts_toml).unwrap();
+        let mut args = vec![
+            "--target",
+            "kv",
+            "--nemesis",
+            "partition",
+            "--time-limit",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let out = splitbrain(&hosts, store.path(), &args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(4), "{stderr}");
+        assert!(
+            nemesis_ops(store.path()).is_empty(),
+            "a fault was applied: {stderr}"
+        );
+        assert_eq!(results(store.path())["valid"], "unknown");
+        assert_clean(&bed);
+        stderr
+    };
+    let good = bed.hosts_toml(None);
+    let addr = |i: usize| bed.addr(i).to_string();
+
+    let wrong_key = store.path().join("wrong_key");
+    let gen = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&wrong_key)
+        .status()
+        .unwrap();
+    assert!(gen.success());
+    let e = run(bed.hosts_toml(Some(&wrong_key)), &[]);
+    assert!(e.contains(&format!("root@{}:22", addr(0))), "{e}");
+    assert!(
+        e.contains("refused the key") || e.contains("refused"),
+        "{e}"
+    );
+    assert!(e.contains("wrong key or user"), "{e}");
+
+    let closed = good.replacen(
+        &format!("address = \"{}\"", addr(1)),
+        &format!("address = \"{}\"\nport = 2222", addr(1)),
+        1,
+    );
+    let e = run(closed, &[]);
+    assert!(
+        e.contains(&format!("{}:2222", addr(1))) && e.contains("unreachable"),
+        "{e}"
+    );
+
+    let e = run(good.clone(), &[]);
+    assert!(e.contains(&format!("root@{}:22", addr(2))), "{e}");
+    assert!(e.contains("nft is not installed"), "{e}");
+
+    // Host 3 lacks nft, but without network faults it is not needed; the node binary is
+    // uploaded and exits at once: every host is cleaned all the same.
+    let hosts = store.path().join("hosts.toml");
+    std::fs::write(&hosts, &good).unwrap();
+    let out = splitbrain(
+        &hosts,
+        store.path(),
+        &[
+            "--target",
+            "kv",
+            "--nemesis",
+            "kill",
+            "--time-limit",
+            "2",
+            "--target-bin",
+            "/bin/false",
+        ],
+    )
+    .output()
+    .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{e}");
+    assert!(
+        e.contains("starting node n1") && e.contains("exited"),
+        "{e}"
+    );
+    assert_clean(&bed);
+}
+
+#[test]
+fn sigint_mid_run_heals_collects_and_leaves_nothing() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let mut child = splitbrain(
+        &hosts,
+        store.path(),
+        &[
+            "--target",
+            "kv",
+            "--nemesis",
+            "partition,pause",
+            "--nemesis-interval",
+            "0.5",
+            "--time-limit",
+            "60",
+            "--seed",
+            "9",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Interrupt once a fault is in force and clients have done some work.
+    let start = Instant::now();
+    loop {
+        let ops = nemesis_ops(store.path());
+        if ops
+            .iter()
+            .any(|o| o["f"] == "start-partition" || o["f"] == "pause")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no fault started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) on the child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the run did not stop within 30 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert_eq!(results(store.path())["incomplete"], "interrupted (SIGINT)");
+    let ops = nemesis_ops(store.path());
+    assert!(
+        ops.iter().any(|o| o["f"] == "heal"),
+        "no heal recorded: {ops:#?}"
+    );
+    assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
