@@ -213,6 +213,7 @@ mod tests {
             op_timeout: Duration::from_secs(1),
             hedge_delay: Duration::from_millis(2),
             workload: "register".into(),
+            wait: None,
         };
         let args = |i: usize| {
             let data = Path::new("/store/t/run1/nodes")

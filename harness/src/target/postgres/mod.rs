@@ -229,6 +229,7 @@ mod tests {
                 op_timeout: Duration::from_secs(1),
                 hedge_delay: Duration::from_millis(50),
                 workload: "list-append".into(),
+                wait: None,
             },
         );
         let work = WorkDir::for_node(data);
