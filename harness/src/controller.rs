@@ -9,20 +9,17 @@
 //! (the cluster's `Drop`).
 
 use crate::check::{run_checkers, CheckOptions};
-use crate::cluster::{Cluster, NodeLayout, PortReservation};
+use crate::cluster::{Cluster, NodeLayout};
 use crate::progress::Progress;
 use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;
 use crate::store::RunDir;
-use crate::target::{
-    BoxFuture, Client, Completion, Invocation, NodeNetwork, Target, TargetOptions,
-};
+use crate::target::{BoxFuture, Client, Completion, Invocation, Target, TargetOptions};
 use crate::workload::{OpGenerator, Workload, WorkloadOptions};
 use anyhow::Context;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use splitbrain_checkers::{CheckResult, History, Op, OpType, Process, Validity};
-use splitbrain_nemesis::netns::{self, NetnsCluster};
 use splitbrain_nemesis::{ClusterControl, Nemesis, NemesisRecorder, NemesisSpec, NetworkFaults};
 use splitbrain_reports::{history_stats, RunSummary};
 use std::net::SocketAddr;
@@ -281,8 +278,9 @@ pub async fn run_test(
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
     let topts = TargetOptions::from_spec(spec);
-    let network = NetworkLayout::build(spec, target.as_ref(), &run_dir, &nemesis_spec).await?;
-    let NetworkLayout {
+    let network =
+        crate::layout::NetworkLayout::build(spec, target.as_ref(), &run_dir, &nemesis_spec).await?;
+    let crate::layout::NetworkLayout {
         layouts,
         client_addrs,
         mesh,
@@ -370,116 +368,6 @@ fn write_node_files(
         }
     }
     Ok(())
-}
-
-/// Where a run's nodes listen and how they reach each other: loopback ports behind the
-/// proxy mesh, or one network namespace per node (see [`NodeNetwork`]).
-struct NetworkLayout {
-    layouts: Vec<NodeLayout>,
-    /// Where clients dial each node.
-    client_addrs: Vec<SocketAddr>,
-    mesh: Option<Arc<splitbrain_nemesis::proxy::ProxyMesh>>,
-    namespaces: Option<Arc<NetnsCluster>>,
-    /// `dial[i][j]`: where node `i` dials node `j`.
-    dial: Vec<Vec<SocketAddr>>,
-}
-
-impl NetworkLayout {
-    async fn build(
-        spec: &TestSpec,
-        target: &dyn Target,
-        run_dir: &RunDir,
-        nemesis_spec: &NemesisSpec,
-    ) -> anyhow::Result<NetworkLayout> {
-        let layout = |i: usize, client_addr, peer_addr, netns| {
-            let name = format!("n{}", i + 1);
-            let dir = run_dir.node_dir(&name);
-            NodeLayout {
-                client_addr,
-                peer_addr,
-                data_dir: dir.join("data"),
-                log_file: dir.join("node.log"),
-                name,
-                netns,
-            }
-        };
-        if let NodeNetwork::Namespaces {
-            client_port,
-            peer_port,
-        } = target.network()
-        {
-            if let Some(why) = netns::unavailable_reason() {
-                anyhow::bail!(
-                    "target {} runs each node in a network namespace, which cannot be made here: {why}",
-                    target.name()
-                );
-            }
-            let ns = Arc::new(
-                NetnsCluster::create_reachable(spec.nodes)
-                    .context("creating the nodes' network namespaces")?,
-            );
-            let layouts: Vec<NodeLayout> = (0..spec.nodes)
-                .map(|i| {
-                    let ip = ns.addr(i);
-                    layout(
-                        i,
-                        SocketAddr::from((ip, client_port)),
-                        SocketAddr::from((ip, peer_port)),
-                        Some(ns.namespace(i).to_string()),
-                    )
-                })
-                .collect();
-            let peers: Vec<SocketAddr> = layouts.iter().map(|l| l.peer_addr).collect();
-            return Ok(NetworkLayout {
-                client_addrs: layouts.iter().map(|l| l.client_addr).collect(),
-                dial: vec![peers; spec.nodes],
-                layouts,
-                mesh: None,
-                namespaces: Some(ns),
-            });
-        }
-        let reservation = PortReservation::new(spec.nodes * 2)?;
-        let ports = reservation.ports().to_vec();
-        let layouts: Vec<NodeLayout> = (0..spec.nodes)
-            .map(|i| {
-                layout(
-                    i,
-                    SocketAddr::from(([127, 0, 0, 1], ports[2 * i])),
-                    SocketAddr::from(([127, 0, 0, 1], ports[2 * i + 1])),
-                    None,
-                )
-            })
-            .collect();
-        let peer_targets: Vec<SocketAddr> = layouts.iter().map(|l| l.peer_addr).collect();
-        let faults_wanted = !nemesis_spec.faults.is_empty();
-        // Client ports get proxies only when a client-link fault may need them.
-        let direct_clients: Vec<SocketAddr> = layouts.iter().map(|l| l.client_addr).collect();
-        let proxied_clients: &[SocketAddr] =
-            if nemesis_spec.faults.iter().any(|f| f == "slow-client") {
-                &direct_clients
-            } else {
-                &[]
-            };
-        let mesh =
-            crate::mesh::start_mesh_with_clients(&peer_targets, proxied_clients, faults_wanted)
-                .await?;
-        let client_addrs = crate::mesh::client_addrs(mesh.as_deref(), &direct_clients);
-        reservation.release();
-        let dial = (0..spec.nodes)
-            .map(|i| {
-                (0..spec.nodes)
-                    .map(|j| crate::mesh::dial_addr(mesh.as_deref(), &peer_targets, i, j))
-                    .collect()
-            })
-            .collect();
-        Ok(NetworkLayout {
-            layouts,
-            client_addrs,
-            mesh,
-            namespaces: None,
-            dial,
-        })
-    }
 }
 
 /// Opens a run: the nemesis spec (plan file or `--nemesis`), the test spec with the fault
