@@ -7,7 +7,7 @@
 use serde_json::Value;
 use splitbrain_nemesis::netns;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -42,32 +42,14 @@ macro_rules! skip_unless_runnable {
 
 /// `splitbrain test --target etcd --nodes 3 ARGS` in `store`, started (not awaited).
 fn spawn_etcd_run(store: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_splitbrain"))
-        .args(["test", "--target", "etcd", "--nodes", "3", "--no-progress"])
-        .args(args)
-        .arg("--store")
-        .arg(store)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    support::spawn_test("etcd", 3, store, args)
 }
 
 /// Fails the test when the run of splitbrain process `pid` left a namespace, a host link
 /// or a process naming its store.
 fn assert_nothing_left(pid: u32, store: &Path) {
-    let ns_prefix = format!("{}{pid}-", netns::PREFIX);
-    let left: Vec<String> = netns::list_namespaces()
-        .into_iter()
-        .filter(|n| n.starts_with(&ns_prefix))
-        .collect();
-    assert!(left.is_empty(), "namespaces left: {left:?}");
-    let link_prefix = format!("sbh{pid}x");
-    let links: Vec<String> = netns::host_links()
-        .into_iter()
-        .filter(|l| l.starts_with(&link_prefix))
-        .collect();
-    assert!(links.is_empty(), "host links left: {links:?}");
+    let left = support::namespaces_and_links_of(pid);
+    assert!(left.is_empty(), "namespaces or host links left: {left:?}");
     assert!(
         support::no_process_mentions(store),
         "etcd processes outlived the run"

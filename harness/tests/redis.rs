@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// Why this test cannot run here, if it cannot.
@@ -48,26 +48,7 @@ fn setup(at_ms: u64, for_ms: u64) -> Option<(tempfile::TempDir, String)> {
 }
 
 fn spawn(store: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_splitbrain"))
-        .args(["test", "--target", "redis", "--nodes", "3", "--no-progress"])
-        .args(args)
-        .arg("--store")
-        .arg(store)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Namespaces and host links named after process `pid` (every run names its own so).
-fn leftovers_of(pid: u32) -> Vec<String> {
-    let ns = splitbrain_nemesis::netns::list_namespaces()
-        .into_iter()
-        .filter(|n| n.starts_with(&format!("sb-{pid}-")));
-    let links = splitbrain_nemesis::netns::host_links()
-        .into_iter()
-        .filter(|l| l.starts_with(&format!("sbh{pid}x")));
-    ns.chain(links).collect()
+    support::spawn_test("redis", 3, store, args)
 }
 
 /// Processes working inside `store` (a Redis server's working directory is its data
@@ -83,7 +64,7 @@ fn processes_in(store: &Path) -> Vec<u32> {
 
 fn assert_clean(pid: u32, store: &Path) {
     assert_eq!(
-        leftovers_of(pid),
+        support::namespaces_and_links_of(pid),
         Vec::<String>::new(),
         "namespaces or links left"
     );
@@ -173,7 +154,10 @@ fn sigint_mid_run_leaves_nothing_behind() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(!leftovers_of(pid).is_empty(), "the run made no namespaces");
+    assert!(
+        !support::namespaces_and_links_of(pid).is_empty(),
+        "the run made no namespaces"
+    );
     // SAFETY: kill(2) on the PID of a child this test spawned and has not reaped.
     assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
     let out = child.wait_with_output().unwrap();

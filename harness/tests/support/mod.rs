@@ -73,3 +73,33 @@ pub fn checker<'a>(results: &'a Value, name: &str) -> &'a Value {
         .and_then(|rs| rs.iter().find(|r| r["checker"] == name))
         .unwrap_or_else(|| panic!("no {name} result in {results:#}"))
 }
+
+/// `splitbrain test --target TARGET --nodes NODES --no-progress ARGS --store STORE`,
+/// started with piped output and not awaited (for tests that signal it mid-run).
+pub fn spawn_test(target: &str, nodes: usize, store: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .args(["test", "--target", target, "--no-progress"])
+        .args(["--nodes", &nodes.to_string()])
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Namespaces and host links named after splitbrain process `pid` (every run names its
+/// own so): what a namespaced run must not leave behind.
+pub fn namespaces_and_links_of(pid: u32) -> Vec<String> {
+    use splitbrain_nemesis::netns;
+    let ns_prefix = format!("{}{pid}-", netns::PREFIX);
+    let link_prefix = format!("sbh{pid}x");
+    let ns = netns::list_namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with(&ns_prefix));
+    let links = netns::host_links()
+        .into_iter()
+        .filter(|l| l.starts_with(&link_prefix));
+    ns.chain(links).collect()
+}
