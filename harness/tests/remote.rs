@@ -66,6 +66,51 @@ fn assert_logs_collected(store: &Path, n: usize) {
     }
 }
 
+/// Starts a 60 s kv run on `bed` (partitions and pauses every 0.5 s, seed `seed`) and
+/// returns it once a fault is in force: a table of rules or a paused node is on a host.
+fn start_kv_until_a_fault(
+    bed: &SshTestbed,
+    store: &Path,
+    seed: &str,
+    stderr: Stdio,
+) -> std::process::Child {
+    let hosts = store.join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let mut child = splitbrain(
+        &hosts,
+        store,
+        &[
+            "--target",
+            "kv",
+            "--nemesis",
+            "partition,pause",
+            "--nemesis-interval",
+            "0.5",
+            "--time-limit",
+            "60",
+            "--seed",
+            seed,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(stderr)
+    .spawn()
+    .unwrap();
+    let start = Instant::now();
+    while !nemesis_ops(store)
+        .iter()
+        .any(|o| o["f"] == "start-partition" || o["f"] == "pause")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no fault started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
 #[test]
 fn kv_on_three_hosts_under_partitions_and_kills_is_valid_and_leaves_nothing() {
     let Some(bed) = testbed(3, &[]) else { return };
@@ -250,45 +295,7 @@ fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit
 fn sigint_mid_run_heals_collects_and_leaves_nothing() {
     let Some(bed) = testbed(3, &[]) else { return };
     let store = tempfile::tempdir().unwrap();
-    let hosts = store.path().join("hosts.toml");
-    bed.write_hosts_file(&hosts, None).unwrap();
-    let mut child = splitbrain(
-        &hosts,
-        store.path(),
-        &[
-            "--target",
-            "kv",
-            "--nemesis",
-            "partition,pause",
-            "--nemesis-interval",
-            "0.5",
-            "--time-limit",
-            "60",
-            "--seed",
-            "9",
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    // Interrupt once a fault is in force and clients have done some work.
-    let start = Instant::now();
-    loop {
-        let ops = nemesis_ops(store.path());
-        if ops
-            .iter()
-            .any(|o| o["f"] == "start-partition" || o["f"] == "pause")
-        {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no fault started"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = start_kv_until_a_fault(&bed, store.path(), "9", Stdio::piped());
     // SAFETY: kill(2) on the child we spawned and have not reaped.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let start = Instant::now();
@@ -312,5 +319,56 @@ fn sigint_mid_run_heals_collects_and_leaves_nothing() {
         "no heal recorded: {ops:#?}"
     );
     assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
+
+#[test]
+fn a_sigkilled_harness_leaves_nothing_on_the_hosts() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let mut child = start_kv_until_a_fault(&bed, store.path(), "4", Stdio::null());
+    let before: Vec<String> = (0..bed.len()).flat_map(|i| bed.leftovers(i)).collect();
+    assert!(
+        before
+            .iter()
+            .any(|l| l.starts_with("process") && l.contains("splitbrain-kv")),
+        "no node was running on the hosts: {before:#?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // No teardown ran: whatever is gone, the hosts' leashes removed.
+    assert_clean(&bed);
+}
+
+#[test]
+fn an_unchanged_binary_is_not_uploaded_again() {
+    use splitbrain::remote::session::HostSession;
+    use splitbrain::remote::{parse_hosts_arg, SshDefaults};
+    let Some(bed) = testbed(1, &[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let host = parse_hosts_arg(hosts.to_str().unwrap(), &SshDefaults::default()).unwrap();
+    let local = dir.path().join("node-bin");
+    let remote = format!("{}/bin/node-bin", bed.data_dir(0).display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let session = HostSession::connect(&host[0], dir.path()).await.unwrap();
+        std::fs::write(&local, b"#!/bin/sh\necho one\n").unwrap();
+        assert!(session.upload_if_changed(&local, &remote).await.unwrap());
+        assert!(!session.upload_if_changed(&local, &remote).await.unwrap());
+        std::fs::write(&local, b"#!/bin/sh\necho two\n").unwrap();
+        assert!(session.upload_if_changed(&local, &remote).await.unwrap());
+        let ran = session.run("running it", &remote).await.unwrap();
+        assert_eq!(ran.trim(), "two");
+        session
+            .run(
+                "removing it",
+                &format!("rm -r {}/bin", bed.data_dir(0).display()),
+            )
+            .await
+            .unwrap();
+        session.close().await;
+    });
     assert_clean(&bed);
 }

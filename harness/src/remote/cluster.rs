@@ -7,7 +7,9 @@
 //! signal checks first that the PID still runs the uploaded binary, so a recycled PID is
 //! never touched.
 
-use super::session::{quote, HostSession};
+use super::firewall::HostFirewall;
+use super::leash::{self, LeashSpec};
+use super::session::{quote, HeldCommand, HostSession};
 use super::RemoteError;
 use crate::target::{ClockSource, Target};
 use splitbrain_nemesis::{ClusterControl, NemesisError};
@@ -60,6 +62,8 @@ pub struct RemoteCluster {
     target: Arc<dyn Target>,
     http: reqwest::Client,
     torn_down: std::sync::atomic::AtomicBool,
+    /// Each host's leash ([`leash`]), released once teardown has finished.
+    leashes: Mutex<Vec<HeldCommand>>,
 }
 
 /// The directory of node `i`'s files on its host.
@@ -73,11 +77,14 @@ pub fn host_run_dir(host: &HostSession, tag: &str) -> String {
 }
 
 impl RemoteCluster {
-    /// Lays out the run's directories on every host and puts the binary there (the upload
-    /// skipped where the host's copy has the same checksum). Nothing runs yet.
+    /// Lays out the run's directories on every host, puts the binary there (the upload
+    /// skipped where the host's copy has the same checksum) and starts each host's leash,
+    /// which removes what the run made there should the harness die. `firewalls` is empty
+    /// when the run does not use the hosts' firewalls. No node runs yet.
     pub async fn prepare(
         target: Arc<dyn Target>,
         hosts: Vec<Arc<HostSession>>,
+        firewalls: &[HostFirewall],
         binary: &BinarySource,
         nodes: Vec<RemoteNodeSpec>,
         tag: &str,
@@ -98,6 +105,7 @@ impl RemoteCluster {
                     source: std::io::Error::other(e),
                 })?,
             torn_down: std::sync::atomic::AtomicBool::new(false),
+            leashes: Mutex::new(Vec::new()),
         };
         for (i, h) in cluster.hosts.iter().enumerate() {
             let run_dir = host_run_dir(h, tag);
@@ -131,11 +139,24 @@ impl RemoteCluster {
                     dest
                 }
             };
+            let made_data_dir = made.trim() == "1";
+            let held = leash::start(
+                h,
+                &LeashSpec {
+                    run_dir: &run_dir,
+                    binary: &binary,
+                    nft: firewalls.get(i).map(|f| f.nft.as_str()),
+                    made_data_dir: made_data_dir.then_some(data_dir.as_str()),
+                },
+            )
+            .await;
             cluster.files.push(HostFiles {
                 run_dir,
                 binary,
-                made_data_dir: made.trim() == "1",
+                made_data_dir,
             });
+            // Pushed after the files, so a failure here still finds them in teardown.
+            cluster.leashes.get_mut().push(held?);
         }
         Ok(cluster)
     }
@@ -308,6 +329,10 @@ impl RemoteCluster {
             if let Err(e) = h.run("removing the run's files", &rm).await {
                 errors.push(e);
             }
+        }
+        // Nothing is left for the leashes to remove: let them end.
+        for held in std::mem::take(&mut *self.leashes.lock().await) {
+            held.release().await;
         }
         errors
     }

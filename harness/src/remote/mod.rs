@@ -10,6 +10,9 @@
 //!   the same SHA-256), starts each node detached with a pid file, kills / pauses /
 //!   resumes it by that PID, and at the end collects each node's log and data directory
 //!   into the local run directory and removes every file it made on the host.
+//! - [`leash`]: one command per host, started before any node, that waits for the
+//!   harness to go (its stdin, held open by the harness, ends) and then kills the run's
+//!   nodes and removes its rules and files: the clean-up of a harness killed with SIGKILL.
 //! - [`firewall::RemoteFirewall`]: partitions as nftables rules in a table of the
 //!   harness's own on each host (dropping packets from the cut-off peers' addresses);
 //!   healing deletes that table, which removes exactly what was added.
@@ -23,6 +26,7 @@
 pub mod cluster;
 pub mod firewall;
 pub mod hosts;
+pub mod leash;
 pub mod run;
 pub mod session;
 pub mod testbed;

@@ -128,6 +128,7 @@ pub async fn run_remote_test(
     let cluster = match RemoteCluster::prepare(
         target.clone(),
         sessions.clone(),
+        &firewalls,
         &binary,
         nodes,
         &tag,

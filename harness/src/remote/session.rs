@@ -6,8 +6,10 @@ use super::RemoteError;
 use openssh::{ControlPersist, KnownHosts, SessionBuilder, Stdio};
 use sha2::{Digest, Sha256};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::oneshot;
 
 /// How long a connection attempt may take before the host counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -190,6 +192,53 @@ impl HostSession {
         Ok(())
     }
 
+    /// Starts `script` with its stdin held open by this process, for as long as the
+    /// returned [`HeldCommand`] is not released. Its stdin ends when it is released or
+    /// when this process dies, however (the pipe's write end closes with the process), so
+    /// the script can act on the harness's death.
+    pub async fn hold(self: &Arc<Self>, script: String) -> Result<HeldCommand, RemoteError> {
+        let (started_tx, started_rx) = oneshot::channel();
+        let (release_tx, release_rx) = oneshot::channel::<()>();
+        let host = self.clone();
+        let done = tokio::spawn(async move {
+            let spawned = host
+                .session
+                .command("sh")
+                .arg("-c")
+                .arg(&script)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .await;
+            let mut child = match spawned {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = started_tx.send(Err(host.lost(e)));
+                    return;
+                }
+            };
+            let stdin = child.stdin().take();
+            let _ = started_tx.send(Ok(()));
+            // Released, or the handle dropped: either way the stdin closes.
+            let _ = release_rx.await;
+            drop(stdin);
+            let _ = tokio::time::timeout(HELD_EXIT_BOUND, child.wait()).await;
+        });
+        match started_rx.await {
+            Ok(Ok(())) => Ok(HeldCommand {
+                release: Some(release_tx),
+                done,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(RemoteError::Command {
+                host: self.host.label(),
+                what: "starting a held command".into(),
+                detail: "its task ended before it started".into(),
+            }),
+        }
+    }
+
     /// Ends the master connection.
     pub async fn close(self) {
         let _ = self.session.close().await;
@@ -200,6 +249,25 @@ impl HostSession {
             host: self.host.label(),
             why: format!("the SSH session failed: {}", error_chain(&e)),
         }
+    }
+}
+
+/// How long a released [`HeldCommand`] may take to finish before it is left to the host.
+const HELD_EXIT_BOUND: Duration = Duration::from_secs(10);
+
+/// A command on a host whose stdin this process holds open (see [`HostSession::hold`]).
+pub struct HeldCommand {
+    release: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl HeldCommand {
+    /// Closes the command's stdin and waits (bounded) for it to exit.
+    pub async fn release(mut self) {
+        if let Some(r) = self.release.take() {
+            let _ = r.send(());
+        }
+        let _ = (&mut self.done).await;
     }
 }
 
