@@ -1,9 +1,9 @@
 //! `splitbrain bench controller`: how many ops per second the controller can record with
 //! an in-process no-op client (no network), i.e. the harness's own ceiling.
 
-use crate::controller::{RateLimiter, Worker};
 use crate::recorder::HistoryRecorder;
 use crate::target::{BoxFuture, Client, Completion, Invocation};
+use crate::worker::{RateLimiter, Worker};
 use crate::workload::{register::RegisterWorkload, Workload, WorkloadOptions};
 use splitbrain_checkers::OpType;
 use std::path::Path;

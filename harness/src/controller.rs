@@ -10,20 +10,19 @@
 
 use crate::check::{run_checkers, CheckOptions};
 use crate::cluster::{Cluster, NodeLayout};
+use crate::programs::{check_required_programs, find_binary};
 use crate::progress::Progress;
 use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;
 use crate::store::RunDir;
-use crate::target::{BoxFuture, Client, Completion, Invocation, Target, TargetOptions};
+use crate::target::{BoxFuture, Client, Invocation, Target, TargetOptions};
+use crate::worker::{perform, RateLimiter, Worker};
 use crate::workload::{OpGenerator, Workload, WorkloadOptions};
 use anyhow::Context;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use splitbrain_checkers::{CheckResult, History, Op, OpType, Process, Validity};
+use splitbrain_checkers::{CheckResult, History, OpType, Validity};
 use splitbrain_nemesis::{ClusterControl, Nemesis, NemesisRecorder, NemesisSpec, NetworkFaults};
 use splitbrain_reports::{history_stats, RunSummary};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -34,52 +33,6 @@ pub struct RunOutcome {
     pub summary: RunSummary,
     /// The run directory.
     pub run_dir: RunDir,
-}
-
-/// Global rate limiter: hands out start slots to all clients as a Poisson process of the
-/// given rate (exponential gaps, seeded), as independent real clients arrive.
-///
-/// Evenly spaced slots would never let two ops overlap whenever an op is faster than the
-/// slot interval (an idle machine at 200 ops/s: 5 ms apart, 1.5 ms each), so a bug that
-/// needs two transactions on one lock at once would show only on a loaded machine.
-/// Random gaps make such overlaps a steady fraction of ops at any machine speed.
-pub struct RateLimiter {
-    mean_gap: Option<f64>,
-    next: Mutex<(Instant, ChaCha8Rng)>,
-}
-
-/// No gap is longer than this many mean gaps (a bound on a rare long silence).
-const MAX_GAP_FACTOR: f64 = 8.0;
-
-impl RateLimiter {
-    /// `rate` ops per second in total (0 means unlimited); `seed` fixes the gaps.
-    pub fn new(rate: f64, seed: u64) -> RateLimiter {
-        RateLimiter {
-            mean_gap: (rate > 0.0).then(|| 1.0 / rate),
-            next: Mutex::new((
-                Instant::now(),
-                ChaCha8Rng::seed_from_u64(seed ^ 0x5241_5445),
-            )),
-        }
-    }
-
-    /// Waits for this caller's slot.
-    pub async fn acquire(&self) {
-        let Some(mean) = self.mean_gap else {
-            return;
-        };
-        let slot = {
-            let mut g = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            let (next, rng) = &mut *g;
-            let slot = (*next).max(Instant::now());
-            // Exponential gap by inversion: -ln(U) for U uniform in (0, 1].
-            let u: f64 = 1.0 - rand::Rng::gen::<f64>(rng);
-            let gap = (-u.ln()).min(MAX_GAP_FACTOR) * mean;
-            *next = slot + Duration::from_secs_f64(gap);
-            slot
-        };
-        tokio::time::sleep_until(slot.into()).await;
-    }
 }
 
 /// Adapts the history recorder for the nemesis, and keeps the active fault for display.
@@ -95,153 +48,6 @@ impl NemesisRecorder for NemesisLog {
     fn set_active(&self, active: &str) {
         *self.active.lock().unwrap_or_else(|e| e.into_inner()) = active.to_string();
     }
-}
-
-/// One client worker: Jepsen's process semantics. An op that ends `info` retires the
-/// process; a fresh process id (old + concurrency) and a fresh client take over.
-pub struct Worker {
-    /// Worker slot, 0..concurrency.
-    pub slot: usize,
-    /// Number of workers (the process-id stride).
-    pub concurrency: usize,
-    /// Makes a fresh client for a new process.
-    pub make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync>,
-    /// The shared generator.
-    pub generator: Arc<Mutex<Box<dyn OpGenerator>>>,
-    /// Where ops go.
-    pub recorder: HistoryRecorder,
-    /// Shared rate limiter.
-    pub limiter: Arc<RateLimiter>,
-    /// Outer bound on one op (the client's own timeout plus slack).
-    pub op_timeout: Duration,
-    /// Seed of this worker's random choices.
-    pub seed: u64,
-}
-
-impl Worker {
-    /// Runs ops until `deadline` or cancellation. An op in flight at cancellation is left
-    /// without completion (it counts as `info`).
-    pub async fn run(self, deadline: Instant, cancel: CancellationToken) {
-        let mut rng = ChaCha8Rng::seed_from_u64(
-            self.seed ^ (self.slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        );
-        let mut process = self.slot as u64;
-        let mut client = (self.make_client)(self.slot);
-        while Instant::now() < deadline && !cancel.is_cancelled() {
-            tokio::select! {
-                _ = self.limiter.acquire() => {}
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep_until(deadline.into()) => return,
-            }
-            let inv = self
-                .generator
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .next_op(&mut rng);
-            let done = tokio::select! {
-                c = perform(&mut *client, &self.recorder, process, &inv, self.op_timeout) => c,
-                _ = cancel.cancelled() => return,
-            };
-            if done == OpType::Info {
-                process += self.concurrency as u64;
-                client = (self.make_client)(self.slot);
-            }
-        }
-    }
-}
-
-/// Records the invoke, performs the op (bounded by `timeout`: a timeout is `info`), and
-/// records the completion. Returns the completion type.
-pub async fn perform(
-    client: &mut dyn Client,
-    recorder: &HistoryRecorder,
-    process: u64,
-    inv: &Invocation,
-    timeout: Duration,
-) -> OpType {
-    perform_completion(client, recorder, process, inv, timeout)
-        .await
-        .op_type
-}
-
-/// [`perform`], returning the whole completion as recorded.
-pub async fn perform_completion(
-    client: &mut dyn Client,
-    recorder: &HistoryRecorder,
-    process: u64,
-    inv: &Invocation,
-    timeout: Duration,
-) -> Completion {
-    let mut op = Op::new(
-        Process::Client(process),
-        OpType::Invoke,
-        inv.f.clone(),
-        inv.value.clone(),
-    );
-    op.key = inv.key.clone();
-    recorder.record(op.clone());
-    let c = match tokio::time::timeout(timeout, client.invoke(inv)).await {
-        Ok(c) => c,
-        Err(_) => Completion::info(inv.value.clone(), "timeout", None),
-    };
-    op.op_type = c.op_type;
-    op.value = c.value.clone();
-    op.node = c.node.clone();
-    op.error = c.error.clone();
-    recorder.record(op);
-    c
-}
-
-/// Finds a target's node binary: `--target-bin`, beside the running executable, or PATH.
-pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
-    if let Some(p) = explicit {
-        anyhow::ensure!(p.is_file(), "--target-bin {} does not exist", p.display());
-        return Ok(p.clone());
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        // Beside us, or one level up (test binaries live in target/<profile>/deps).
-        for dir in exe
-            .parent()
-            .into_iter()
-            .flat_map(|d| [Some(d), d.parent()])
-            .flatten()
-        {
-            let cand = dir.join(name);
-            if cand.is_file() {
-                return Ok(cand);
-            }
-        }
-    }
-    if let Some(found) = find_on_path(name) {
-        return Ok(found);
-    }
-    anyhow::bail!(
-        "cannot find the node binary `{name}` beside splitbrain or on PATH; build it with `cargo build --release --workspace` or pass --target-bin"
-    )
-}
-
-/// `name` in a directory of PATH, if there.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|cand| cand.is_file())
-}
-
-/// Fails, naming the program and its Debian package, when a program the target needs
-/// (see [`Target::required_programs`]) is not on PATH.
-pub fn check_required_programs(target: &dyn Target) -> anyhow::Result<()> {
-    for p in target.required_programs() {
-        anyhow::ensure!(
-            find_on_path(p.program).is_some(),
-            "target {} needs `{}`, which is not on PATH; install the Debian package {} (apt-get install {})",
-            target.name(),
-            p.program,
-            p.package,
-            p.package
-        );
-    }
-    Ok(())
 }
 
 /// Runs a whole test. `cancel` is triggered by Ctrl-C; the run then stops its clients,

@@ -6,9 +6,9 @@
 //! One process per replica (a fresh one after an `info`, as Jepsen's process semantics
 //! require), ids from [`FINAL_READ_PROCESS_BASE`] up.
 
-use crate::controller::perform_completion;
 use crate::recorder::HistoryRecorder;
 use crate::target::{Client, Invocation};
+use crate::worker::perform_completion;
 use serde_json::Value;
 use splitbrain_checkers::OpType;
 use std::fmt;

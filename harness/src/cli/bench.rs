@@ -79,7 +79,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             Ok(0)
         }
         "converge" => {
-            let binary = splitbrain::controller::find_binary(None, "splitbrain-bayou")?;
+            let binary = splitbrain::programs::find_binary(None, "splitbrain-bayou")?;
             let dir = tempfile_dir()?;
             let rt = runtime()?;
             let table = rt.block_on(splitbrain::bench_converge::run_table(

@@ -13,8 +13,9 @@ use super::session::HostSession;
 use super::RemoteError;
 use crate::check::CheckOptions;
 use crate::controller::{
-    drive, find_binary, finish_run, open_run, record_start_failure, DriveClients, RunOutcome,
+    drive, finish_run, open_run, record_start_failure, DriveClients, RunOutcome,
 };
+use crate::programs::find_binary;
 use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;
 use crate::target::{NodeNetwork, Target, TargetOptions};

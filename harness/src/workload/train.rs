@@ -121,7 +121,7 @@ pub fn replay_digests(
     members: &str,
 ) -> Result<BTreeMap<u64, String>, String> {
     let binary =
-        crate::controller::find_binary(None, "splitbrain-ddp").map_err(|e| format!("{e:#}"))?;
+        crate::programs::find_binary(None, "splitbrain-ddp").map_err(|e| format!("{e:#}"))?;
     let out = Command::new(&binary)
         .arg("--replay")
         .args([
