@@ -75,6 +75,8 @@ pub async fn converge_after_heal(
         hedge_delay: Duration::ZERO,
         workload: "set".into(),
         wait: None,
+        read_from: None,
+        replication: None,
     };
     let args: Vec<Vec<String>> = layouts
         .iter()

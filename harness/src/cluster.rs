@@ -291,12 +291,12 @@ impl Cluster {
                 .map_err(|e| std::io::Error::other(e.to_string()))?,
             clocks,
         };
-        for i in 0..cluster.nodes.len() {
+        let layouts = cluster.layouts();
+        for (i, layout) in layouts.iter().enumerate() {
             // Before the first spawn only: a restart after a kill finds the node as it left it.
-            let layout = lock(&cluster.nodes[i]).layout.clone();
             cluster
                 .target
-                .prepare_node(i, &layout)
+                .prepare_node(i, &layouts)
                 .await
                 .map_err(|reason| ClusterError::Prepare {
                     node: layout.name.clone(),

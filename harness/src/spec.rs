@@ -56,6 +56,14 @@ pub struct TestSpec {
     /// older test.json files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<u32>,
+    /// `--read-from` (targets with replicas): where read-only ops go. Absent when not
+    /// given and in older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_from: Option<String>,
+    /// `--replication` (PostgreSQL with standbys): `async` or `sync`. Absent when not
+    /// given and in older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<String>,
     /// The consistency model transactional checks required (`--consistency-model`);
     /// `splitbrain check` on the run directory uses it unless told otherwise.
     #[serde(default)]

@@ -86,6 +86,14 @@ pub(crate) struct TestArgs {
     /// timeout, or the write is `info`).
     #[arg(long)]
     wait: Option<u32>,
+    /// Targets with replicas (postgres with --nodes 2 or more, redis): where read-only ops
+    /// go, the primary (default) or a replica.
+    #[arg(long, value_parser = ["primary", "replica"])]
+    read_from: Option<String>,
+    /// PostgreSQL with standbys: `async` (default; a commit is acknowledged once the
+    /// primary flushed it) or `sync` (once every standby applied it: remote_apply).
+    #[arg(long, value_parser = ["async", "sync"])]
+    replication: Option<String>,
     /// Hedged reads: the shortest delay before the second request, in ms (the delay is
     /// the client's running p95 read latency, never below this).
     #[arg(long, default_value_t = 2)]
@@ -220,6 +228,17 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             a.target
         )));
     }
+    for (flag, given, targets) in [
+        ("read-from", a.read_from.is_some(), "postgres, redis"),
+        ("replication", a.replication.is_some(), "postgres"),
+    ] {
+        if given && !target.accepted_flags().contains(&flag) {
+            return Err(usage(format!(
+                "--{flag} applies to targets with replicas ({targets}), not {}",
+                a.target
+            )));
+        }
+    }
     let check = a.check.options();
     workload
         .checkers(&check)
@@ -252,9 +271,14 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             names.join(", ")
         )));
     };
-    if !a.bugs.is_empty() || a.read_mode.is_some() || a.wait.is_some() {
+    if !a.bugs.is_empty()
+        || a.read_mode.is_some()
+        || a.wait.is_some()
+        || a.read_from.is_some()
+        || a.replication.is_some()
+    {
         return Err(usage(
-            "--bug, --read-mode and --wait do not apply to maelstrom nodes (a node's bugs are its own)",
+            "--bug, --read-mode, --wait, --read-from and --replication do not apply to maelstrom nodes (a node's bugs are its own)",
         ));
     }
     let Some(latency_dist) = LatencyDist::parse(&a.latency_dist) else {
@@ -310,6 +334,14 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
             "--nodes, --concurrency, --time-limit and --converge-bound must be positive",
         ));
     }
+    // With one node there is no replica to read from or to wait for.
+    if nodes < 2
+        && (a.read_from.as_deref() == Some("replica") || a.replication.as_deref() == Some("sync"))
+    {
+        return Err(usage(format!(
+            "--read-from replica and --replication sync need a replica: --nodes 2 or more (got {nodes})"
+        )));
+    }
     let nemesis: Vec<String> = a
         .nemesis
         .split(',')
@@ -348,6 +380,8 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         shards: a.shards,
         read_mode: a.read_mode.clone(),
         wait: a.wait,
+        read_from: a.read_from.clone(),
+        replication: a.replication.clone(),
         consistency_model: a.check.consistency_model.clone(),
         init: a.check.init.clone(),
         hedge_delay_ms: a.hedge_delay_ms,

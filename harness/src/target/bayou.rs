@@ -380,6 +380,8 @@ mod tests {
             hedge_delay: Duration::from_millis(10),
             workload: "set".into(),
             wait: None,
+            read_from: None,
+            replication: None,
         };
         let mut moving = BayouClient::new(&addrs, 1, &opts, false);
         let mut pinned = BayouClient::new(&addrs, 1, &opts, true);

@@ -317,6 +317,8 @@ mod tests {
             hedge_delay: Duration::ZERO,
             workload: "train".into(),
             wait: None,
+            read_from: None,
+            replication: None,
         };
         let args = DdpTarget.node_args(0, a, a, &[a, a], std::path::Path::new("/tmp/x"), &opts);
         let joined = args.join(" ");

@@ -214,6 +214,8 @@ mod tests {
             hedge_delay: Duration::from_millis(2),
             workload: "register".into(),
             wait: None,
+            read_from: None,
+            replication: None,
         };
         let args = |i: usize| {
             let data = Path::new("/store/t/run1/nodes")

@@ -85,6 +85,12 @@ pub struct TargetOptions {
     /// `--wait N` (Redis): after each write, `WAIT N` replicas; fewer acknowledging within
     /// the op timeout makes the write `info`.
     pub wait: Option<u32>,
+    /// `--read-from primary|replica` (targets with replicas): where read-only ops go.
+    /// Absent means the target's default (the primary).
+    pub read_from: Option<String>,
+    /// `--replication async|sync` (PostgreSQL with standbys): whether a commit waits until
+    /// every standby applied it. Absent means asynchronous.
+    pub replication: Option<String>,
 }
 
 impl TargetOptions {
@@ -98,6 +104,8 @@ impl TargetOptions {
             hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
             workload: spec.workload.clone(),
             wait: spec.wait,
+            read_from: spec.read_from.clone(),
+            replication: spec.replication.clone(),
         }
     }
 }
@@ -202,8 +210,8 @@ pub trait Target: Send + Sync {
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
         Vec::new()
     }
-    /// Target-specific `splitbrain test` flags it accepts (`"wait"` for `--wait`); any
-    /// other such flag is a usage error.
+    /// Target-specific `splitbrain test` flags it accepts (`"wait"` for `--wait`,
+    /// `"read-from"`, `"replication"`); any other such flag is a usage error.
     fn accepted_flags(&self) -> Vec<&str> {
         Vec::new()
     }
@@ -286,12 +294,13 @@ pub trait Target: Send + Sync {
     fn run_as(&self) -> Result<Option<crate::cluster::RunAs>, String> {
         Ok(None)
     }
-    /// One-time preparation of node `i` before its first start (PostgreSQL: initdb); the
-    /// nodes before it are already spawned. Nothing by default.
+    /// One-time preparation of node `i` (`layouts[i]`) before its first start
+    /// (PostgreSQL: initdb, or a base backup of the primary for a standby); the nodes
+    /// before it are already spawned, maybe not ready yet. Nothing by default.
     fn prepare_node<'a>(
         &'a self,
         _i: usize,
-        _layout: &'a crate::cluster::NodeLayout,
+        _layouts: &'a [crate::cluster::NodeLayout],
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }

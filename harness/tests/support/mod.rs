@@ -103,3 +103,30 @@ pub fn namespaces_and_links_of(pid: u32) -> Vec<String> {
         .filter(|l| l.starts_with(&link_prefix));
     ns.chain(links).collect()
 }
+
+/// The ops of the latest run in `store`, in history order.
+pub fn history(store: &Path) -> Vec<Value> {
+    std::fs::read_to_string(store.join("latest/history.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Why PostgreSQL runs (primary and standbys) cannot be made here, if they cannot: a
+/// missing server program, or a harness running as root without the `postgres` account.
+pub fn postgres_unavailable() -> Option<String> {
+    use splitbrain::target::postgres::{find_program, OS_USER};
+    for program in ["postgres", "initdb", "pg_basebackup"] {
+        if find_program(program).is_none() {
+            return Some(format!(
+                "PostgreSQL's `{program}` is not installed (Debian package postgresql)"
+            ));
+        }
+    }
+    // SAFETY: geteuid(2) cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let has_user = std::fs::read_to_string("/etc/passwd")
+        .is_ok_and(|p| p.lines().any(|l| l.starts_with(&format!("{OS_USER}:"))));
+    (root && !has_user).then(|| format!("running as root without an OS user `{OS_USER}`"))
+}

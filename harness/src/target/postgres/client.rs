@@ -53,36 +53,52 @@ struct Session {
     statements: Vec<Statement>,
 }
 
-/// The client of one logical process.
-pub(super) struct PgClient {
-    addr: SocketAddr,
-    node: String,
-    begin: &'static str,
-    table: Table,
-    timeout: Duration,
+/// A server a client sends transactions to.
+pub(super) struct Server {
+    /// Where it listens.
+    pub(super) addr: SocketAddr,
+    /// Its node name in the history (`n1`).
+    pub(super) node: String,
+    /// The `BEGIN ...` of every transaction sent there.
+    pub(super) begin: &'static str,
+}
+
+/// One server of a client, with its session when one is open.
+struct Endpoint {
+    server: Server,
     session: Option<Session>,
     /// Why the last connection attempt failed, for an op that timed out retrying.
     last_connect_error: String,
 }
 
+/// The client of one logical process: transactions go to the primary, except those that
+/// only read, which go to the process's standby when it has one (`--read-from replica`).
+pub(super) struct PgClient {
+    table: Table,
+    timeout: Duration,
+    primary: Endpoint,
+    reader: Option<Endpoint>,
+}
+
 impl PgClient {
-    /// A client of the server at `addr` (named `node` in the history) running
-    /// transactions at `isolation` (`BEGIN ISOLATION LEVEL ...` text) on `table`.
+    /// A client sending transactions on `table` to `primary`, and those that only read
+    /// to `reader` when given.
     pub(super) fn new(
-        addr: SocketAddr,
-        node: String,
-        begin: &'static str,
+        primary: Server,
+        reader: Option<Server>,
         table: Table,
         timeout: Duration,
     ) -> PgClient {
-        PgClient {
-            addr,
-            node,
-            begin,
-            table,
-            timeout,
+        let endpoint = |server| Endpoint {
+            server,
             session: None,
             last_connect_error: String::new(),
+        };
+        PgClient {
+            table,
+            timeout,
+            primary: endpoint(primary),
+            reader: reader.map(endpoint),
         }
     }
 }
@@ -122,16 +138,17 @@ impl TxnError {
 }
 
 /// The two refusals PostgreSQL asks clients to retry: the transaction was rolled back.
+/// (A hot standby cancels a query that conflicts with recovery with 40001 too.)
 fn is_refusal(code: Option<&SqlState>) -> bool {
     matches!(code, Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
-impl PgClient {
+impl Endpoint {
     /// The session, opened (and its statements prepared) if there is none. A server
     /// that refuses connections (down, or recovering after a kill) is asked again every
     /// [`RECONNECT_GAP`] until `deadline` is near: the op then fails, having reached
     /// nothing, and a down server costs a few failed ops per client, not thousands.
-    async fn session(&mut self, deadline: Instant) -> Result<&mut Session, TxnError> {
+    async fn session(&mut self, table: Table, deadline: Instant) -> Result<&mut Session, TxnError> {
         if self.session.is_none() {
             let before = |message: String| TxnError {
                 stage: Stage::BeforeCommit,
@@ -141,7 +158,7 @@ impl PgClient {
             };
             let client = loop {
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                match connect(self.addr, remaining).await {
+                match connect(self.server.addr, remaining).await {
                     Ok(c) => {
                         self.last_connect_error.clear();
                         break c;
@@ -154,7 +171,7 @@ impl PgClient {
                 }
             };
             let mut statements = Vec::new();
-            for text in sql::statements(self.table) {
+            for text in sql::statements(table) {
                 statements.push(
                     client
                         .prepare(text)
@@ -172,16 +189,16 @@ impl PgClient {
         })
     }
 
-    /// Runs `steps` as one transaction; the recorded results of each step.
+    /// Runs `steps` on `table` as one transaction; the recorded results of each step.
     async fn run(
         &mut self,
+        table: Table,
         steps: &[Step],
         stage: &mut Stage,
         deadline: Instant,
     ) -> Result<Vec<Value>, TxnError> {
-        let begin = self.begin;
-        let table = self.table;
-        let session = self.session(deadline).await?;
+        let begin = self.server.begin;
+        let session = self.session(table, deadline).await?;
         let before = TxnError::at(Stage::BeforeCommit);
         session.client.batch_execute(begin).await.map_err(&before)?;
         let mut results = Vec::with_capacity(steps.len());
@@ -235,16 +252,27 @@ impl PgClient {
 impl Client for PgClient {
     fn invoke<'a>(&'a mut self, op: &'a Invocation) -> BoxFuture<'a, Completion> {
         Box::pin(async move {
-            let node = Some(self.node.clone());
-            let steps = match sql::steps(op, self.table) {
+            let (table, timeout) = (self.table, self.timeout);
+            let steps = match sql::steps(op, table) {
                 Ok(s) => s,
                 // Nothing was sent, so nothing happened.
-                Err(e) => return completion(OpType::Fail, op.value.clone(), node, Some(e)),
+                Err(e) => {
+                    let node = Some(self.primary.server.node.clone());
+                    return completion(OpType::Fail, op.value.clone(), node, Some(e));
+                }
             };
+            let endpoint = match self.reader.as_mut() {
+                Some(reader) if sql::only_reads(&steps) => reader,
+                _ => &mut self.primary,
+            };
+            let node = Some(endpoint.server.node.clone());
             let mut stage = Stage::BeforeCommit;
-            let deadline = Instant::now() + self.timeout;
-            let outcome =
-                tokio::time::timeout_at(deadline, self.run(&steps, &mut stage, deadline)).await;
+            let deadline = Instant::now() + timeout;
+            let outcome = tokio::time::timeout_at(
+                deadline,
+                endpoint.run(table, &steps, &mut stage, deadline),
+            )
+            .await;
             let e = match outcome {
                 Ok(Ok(results)) => {
                     let value = sql::recorded_value(op, &steps, results);
@@ -255,14 +283,14 @@ impl Client for PgClient {
                     stage,
                     answered: false,
                     code: None,
-                    message: match (&self.session, self.last_connect_error.as_str()) {
+                    message: match (&endpoint.session, endpoint.last_connect_error.as_str()) {
                         (None, why) if !why.is_empty() => format!("timeout ({why})"),
                         _ => "timeout".into(),
                     },
                 },
             };
             // A refused or unreadable transaction may leave the server mid-transaction.
-            self.reset(&e).await;
+            endpoint.reset(&e).await;
             let op_type = if is_refusal(e.code.as_ref()) || e.stage == Stage::BeforeCommit {
                 OpType::Fail
             } else {

@@ -1,12 +1,15 @@
-//! `--target postgres`: PostgreSQL 15 from Debian's package, one server started as a
-//! child of the harness (`postgres -D`, no daemonizing wrapper), spoken to with
-//! tokio-postgres. The read mode is the isolation level of every transaction.
+//! `--target postgres`: PostgreSQL 15 from Debian's package, servers started as
+//! children of the harness (`postgres -D`, no daemonizing wrapper), spoken to with
+//! tokio-postgres. The read mode is the isolation level of every transaction. With
+//! `--nodes N` (N >= 2) n1 is the primary and n2..nN hot standbys streaming from it.
 //!
 //! `server.rs` finds the programs, the account and the work directory and runs
-//! `initdb`; `sql.rs` holds the tables and statements; `client.rs` one process's
-//! connection and how its outcomes are judged.
+//! `initdb` or `pg_basebackup`; `replication.rs` the standbys' settings; `sql.rs` holds
+//! the tables and statements; `client.rs` one process's connections and how its
+//! outcomes are judged.
 
 mod client;
+mod replication;
 mod server;
 mod sql;
 
@@ -17,7 +20,7 @@ use std::time::Duration;
 
 pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER};
 
-/// PostgreSQL, one server, at the isolation level of `--read-mode`.
+/// PostgreSQL: a primary and its hot standbys, at the isolation level of `--read-mode`.
 pub struct PostgresTarget;
 
 /// Read modes: the isolation levels, strongest first (the default).
@@ -44,7 +47,7 @@ impl Target for PostgresTarget {
         "postgres"
     }
     fn description(&self) -> &'static str {
-        "PostgreSQL 15 (Debian package postgresql), one server as a child process; read modes = isolation levels; kill -9 and pause reach the postmaster and every backend"
+        "PostgreSQL 15 (Debian package postgresql), servers as child processes: n1 the primary, n2.. hot standbys streaming from it; read modes = isolation levels; --read-from primary|replica (read-only txns to a standby, at REPEATABLE READ READ ONLY); --replication async|sync (sync: remote_apply on every standby); kill -9 and pause reach the postmaster and every backend; no failover"
     }
     fn binary_name(&self) -> &'static str {
         // Debian's directory first (a fresh machine may have only that), then PATH.
@@ -74,15 +77,18 @@ impl Target for PostgresTarget {
     fn workloads(&self) -> Vec<&str> {
         vec!["list-append", "rw-register", "bank"]
     }
+    fn accepted_flags(&self) -> Vec<&str> {
+        vec!["read-from", "replication"]
+    }
 
     fn node_args(
         &self,
         _i: usize,
         client_addr: SocketAddr,
         _peer_listen: SocketAddr,
-        _peer_addrs: &[SocketAddr],
+        peer_addrs: &[SocketAddr],
         data_dir: &std::path::Path,
-        _opts: &TargetOptions,
+        opts: &TargetOptions,
     ) -> Vec<String> {
         let work = WorkDir::for_node(data_dir);
         let mut args = vec![
@@ -93,11 +99,13 @@ impl Target for PostgresTarget {
             "-k".into(),
             work.socket_dir().display().to_string(),
         ];
+        let replication = replication::Replication::parse(opts.replication.as_deref());
+        // `peer_addrs` has one entry per node: the cluster's size.
+        let nodes = peer_addrs.len().max(1);
         for setting in [
             format!("listen_addresses={}", client_addr.ip()),
-            // PostgreSQL's defaults, stated: every commit waits for its WAL fsync.
+            // PostgreSQL's defaults, stated: every WAL write is fsync'd.
             "fsync=on".into(),
-            "synchronous_commit=on".into(),
             "full_page_writes=on".into(),
             // Dynamic shared memory as files in the data directory, which the run
             // removes, rather than in /dev/shm, where a killed server leaves them.
@@ -105,7 +113,10 @@ impl Target for PostgresTarget {
             // Deadlocks (40P01, a definite failure) found in 100 ms rather than the
             // default second, which is the clients' whole op timeout.
             "deadlock_timeout=100ms".into(),
-        ] {
+        ]
+        .into_iter()
+        .chain(replication::settings(nodes, replication))
+        {
             args.push("-c".into());
             args.push(setting);
         }
@@ -130,15 +141,22 @@ impl Target for PostgresTarget {
         addrs: &'a [SocketAddr],
         bound: Duration,
     ) -> BoxFuture<'a, Result<(), ()>> {
-        // Formed once the primary holds the tables (made here, once per cluster).
+        // Formed once the primary holds the tables (made here, once per cluster; not
+        // waiting for the standbys, which in sync mode may not stream yet) and every
+        // standby streams and has them.
         Box::pin(super::poll_until(bound, move || async move {
             let Some(primary) = addrs.first() else {
                 return false;
             };
-            match client::connect(*primary, PROBE_BOUND).await {
-                Ok(c) => matches!(c.batch_execute(sql::SCHEMA).await, Ok(())),
+            let made = match client::connect(*primary, PROBE_BOUND).await {
+                Ok(c) => {
+                    let schema = format!("SET synchronous_commit = local; {}", sql::SCHEMA);
+                    let made = tokio::time::timeout(PROBE_BOUND, c.batch_execute(&schema));
+                    matches!(made.await, Ok(Ok(())))
+                }
                 Err(_) => false,
-            }
+            };
+            made && replication::every_standby_streams(addrs, PROBE_BOUND).await
         }))
     }
 
@@ -147,7 +165,7 @@ impl Target for PostgresTarget {
         _http: &'a reqwest::Client,
         addrs: &'a [SocketAddr],
     ) -> BoxFuture<'a, Vec<usize>> {
-        // The one server (node 0) takes every write.
+        // The primary (node 0) takes every write; there is no failover.
         let n = addrs.len().min(1);
         Box::pin(async move { (0..n).collect() })
     }
@@ -159,14 +177,21 @@ impl Target for PostgresTarget {
     fn prepare_node<'a>(
         &'a self,
         i: usize,
-        layout: &'a NodeLayout,
+        layouts: &'a [NodeLayout],
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            if i > 0 {
-                return Err("target postgres runs one server: pass --nodes 1".into());
-            }
             let user = server::run_as()?;
-            server::prepare(layout, user.as_ref()).await
+            let (Some(layout), Some(primary)) = (layouts.get(i), layouts.first()) else {
+                return Err(format!("no layout for node {}", i + 1));
+            };
+            // The primary is already spawned when a standby is prepared: its base backup
+            // is taken from the running primary (the standard way, and the primary's
+            // kills and restarts later need nothing else).
+            if i == 0 {
+                server::prepare(layout, user.as_ref()).await
+            } else {
+                server::prepare_standby(layout, primary.client_addr, user.as_ref()).await
+            }
         })
     }
 
@@ -181,19 +206,35 @@ impl Target for PostgresTarget {
         server::cleanup(layout);
     }
 
-    fn client(&self, addrs: &[SocketAddr], _home: usize, opts: &TargetOptions) -> Box<dyn Client> {
-        let addr = addrs
-            .first()
-            .copied()
-            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 5432)));
+    fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
+        let mode = opts.read_mode.as_deref();
+        let primary = client::Server {
+            addr: addrs
+                .first()
+                .copied()
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 5432))),
+            node: replication::node_name(0),
+            begin: begin_statement(mode),
+        };
+        let reader = reader_of(home, addrs.len(), opts).map(|i| client::Server {
+            addr: addrs[i],
+            node: replication::node_name(i),
+            begin: replication::standby_begin(mode),
+        });
         Box::new(client::PgClient::new(
-            addr,
-            "n1".into(),
-            begin_statement(opts.read_mode.as_deref()),
+            primary,
+            reader,
             sql::Table::for_workload(&opts.workload),
             opts.op_timeout,
         ))
     }
+}
+
+/// The standby (index into the nodes) the read-only transactions of the process in
+/// worker slot `home` go to, with `--read-from replica` and standbys present: fixed by
+/// the slot, so one process's reads all see one standby's (monotonic) replay.
+fn reader_of(home: usize, nodes: usize, opts: &TargetOptions) -> Option<usize> {
+    (opts.read_from.as_deref() == Some("replica") && nodes > 1).then(|| 1 + home % (nodes - 1))
 }
 
 #[cfg(test)]
@@ -230,6 +271,8 @@ mod tests {
                 hedge_delay: Duration::from_millis(50),
                 workload: "list-append".into(),
                 wait: None,
+                read_from: None,
+                replication: None,
             },
         );
         let work = WorkDir::for_node(data);

@@ -1,10 +1,12 @@
 //! Starting PostgreSQL: where its programs are, the OS account it runs as, each node's
-//! work directory (data and socket) outside the run store, `initdb`, and removing what
+//! work directory (data and socket) outside the run store, `initdb` for the primary and
+//! `pg_basebackup` for a standby, and removing what
 //! a run left (the work directory, the System V shared memory segment of a killed
 //! postmaster).
 
 use crate::cluster::{NodeLayout, RunAs};
 use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,8 +19,10 @@ pub const OS_USER: &str = "postgres";
 /// The database superuser `initdb` creates, the one clients log in as (trust auth on
 /// loopback only).
 pub const SUPERUSER: &str = "splitbrain";
-/// The longest `initdb` may take.
-const INITDB_BOUND: Duration = Duration::from_secs(120);
+/// The longest `initdb` or `pg_basebackup` may take.
+const PREPARE_BOUND: Duration = Duration::from_secs(120);
+/// How long a standby's preparation waits for the primary to accept connections.
+const PRIMARY_BOUND: Duration = Duration::from_secs(30);
 
 /// A PostgreSQL program: Debian's directory first, then PATH.
 pub fn find_program(name: &str) -> Option<PathBuf> {
@@ -134,35 +138,102 @@ impl WorkDir {
 /// appended to the node's log.
 pub async fn prepare(layout: &NodeLayout, user: Option<&RunAs>) -> Result<(), String> {
     let initdb = find_program("initdb").ok_or_else(|| missing_program("initdb"))?;
+    let work = begin_work_dir(layout, user)?;
+    let mut cmd = tokio::process::Command::new(&initdb);
+    cmd.arg("-D").arg(work.pgdata()).args([
+        "-U",
+        SUPERUSER,
+        "--auth=trust",
+        "--encoding=UTF8",
+        "--no-locale",
+    ]);
+    // No --no-sync: otherwise the first crash recovery, which fsyncs the whole data
+    // directory before redo, writes initdb's files back and takes seconds.
+    run_logged(cmd, &initdb, layout, user).await
+}
+
+/// Makes standby `layout`'s work directory and fills it with `pg_basebackup -R` from
+/// the primary at `primary` (running, maybe not yet accepting connections), as `user`:
+/// the copy, `standby.signal` and a `primary_conninfo` naming the standby (its
+/// `application_name`, which `synchronous_standby_names` lists) and a physical
+/// replication slot of its name on the primary, so the primary keeps every WAL segment
+/// the standby has not received, however long it was paused or down.
+pub async fn prepare_standby(
+    layout: &NodeLayout,
+    primary: SocketAddr,
+    user: Option<&RunAs>,
+) -> Result<(), String> {
+    let basebackup =
+        find_program("pg_basebackup").ok_or_else(|| missing_program("pg_basebackup"))?;
+    let work = begin_work_dir(layout, user)?;
+    let reachable = crate::target::poll_until(PRIMARY_BOUND, || async {
+        super::client::connect(primary, Duration::from_millis(500))
+            .await
+            .is_ok()
+    })
+    .await;
+    if reachable.is_err() {
+        return Err(format!(
+            "the primary at {primary} accepted no connection within {PRIMARY_BOUND:?}, so standby {} has no base backup",
+            layout.name
+        ));
+    }
+    let mut cmd = tokio::process::Command::new(&basebackup);
+    cmd.arg("-D")
+        .arg(work.pgdata())
+        .arg("-d")
+        .arg(standby_conninfo(primary, &layout.name))
+        .args(["-X", "stream", "-R", "-C", "-S"])
+        .arg(&layout.name)
+        .arg("--checkpoint=fast");
+    // No --no-sync: the copy is fsync'd before the standby starts, as initdb's files are.
+    run_logged(cmd, &basebackup, layout, user).await
+}
+
+/// The connection string a standby named `name` streams from `primary` with.
+pub fn standby_conninfo(primary: SocketAddr, name: &str) -> String {
+    format!(
+        "host={} port={} user={SUPERUSER} application_name={name}",
+        primary.ip(),
+        primary.port()
+    )
+}
+
+/// Makes node `layout`'s work directory for `user` and notes it in the node's log.
+fn begin_work_dir(layout: &NodeLayout, user: Option<&RunAs>) -> Result<WorkDir, String> {
     let work = WorkDir::for_node(&layout.data_dir);
     work.create(user)?;
-    if let Some(dir) = layout.log_file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&layout.log_file)
-        .map_err(|e| format!("opening {}: {e}", layout.log_file.display()))?;
     let note = format!(
         "splitbrain: PostgreSQL data directory {} (removed after the run)\n",
         work.pgdata().display()
     );
-    std::io::Write::write_all(&mut &log, note.as_bytes())
+    std::io::Write::write_all(&mut &open_log(layout)?, note.as_bytes())
         .map_err(|e| format!("writing {}: {e}", layout.log_file.display()))?;
-    let mut cmd = tokio::process::Command::new(&initdb);
-    cmd.arg("-D")
-        .arg(work.pgdata())
-        .args([
-            "-U",
-            SUPERUSER,
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--no-locale",
-        ])
-        // No --no-sync: otherwise the first crash recovery, which fsyncs the whole data
-        // directory before redo, writes initdb's files back and takes seconds.
-        .current_dir("/")
+    Ok(work)
+}
+
+/// Node `layout`'s log, opened for appending (its directory made if need be).
+fn open_log(layout: &NodeLayout) -> Result<std::fs::File, String> {
+    if let Some(dir) = layout.log_file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&layout.log_file)
+        .map_err(|e| format!("opening {}: {e}", layout.log_file.display()))
+}
+
+/// Runs `cmd` (the program at `program`) as `user`, its output appended to node
+/// `layout`'s log, bounded by [`PREPARE_BOUND`].
+async fn run_logged(
+    mut cmd: tokio::process::Command,
+    program: &Path,
+    layout: &NodeLayout,
+    user: Option<&RunAs>,
+) -> Result<(), String> {
+    let log = open_log(layout)?;
+    cmd.current_dir("/")
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log)
@@ -172,18 +243,18 @@ pub async fn prepare(layout: &NodeLayout, user: Option<&RunAs>) -> Result<(), St
     }
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("starting {}: {e}", initdb.display()))?;
-    match tokio::time::timeout(INITDB_BOUND, child.wait()).await {
+        .map_err(|e| format!("starting {}: {e}", program.display()))?;
+    match tokio::time::timeout(PREPARE_BOUND, child.wait()).await {
         Ok(Ok(status)) if status.success() => Ok(()),
         Ok(Ok(status)) => Err(format!(
             "{} exited with {status}; see {}",
-            initdb.display(),
+            program.display(),
             layout.log_file.display()
         )),
-        Ok(Err(e)) => Err(format!("waiting for {}: {e}", initdb.display())),
+        Ok(Err(e)) => Err(format!("waiting for {}: {e}", program.display())),
         Err(_) => Err(format!(
-            "{} did not finish within {INITDB_BOUND:?}",
-            initdb.display()
+            "{} did not finish within {PREPARE_BOUND:?}",
+            program.display()
         )),
     }
 }

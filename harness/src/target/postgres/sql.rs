@@ -17,6 +17,9 @@ pub const SCHEMA: &str =
 CREATE TABLE IF NOT EXISTS registers (k bigint PRIMARY KEY, v bigint);
 CREATE TABLE IF NOT EXISTS accounts (k bigint PRIMARY KEY, balance bigint NOT NULL);";
 
+/// The names of the tables [`SCHEMA`] creates.
+pub const TABLES: [&str; 3] = ["lists", "registers", "accounts"];
+
 /// The table a workload's ops touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {
@@ -125,6 +128,13 @@ fn micro_op(m: &Value, table: Table) -> Result<Step, String> {
         ("w", Table::Registers | Table::Accounts) => Ok(Step::Write { key, k, v: v()? }),
         _ => Err(format!("micro-op {f:?} does not apply to {table:?}")),
     }
+}
+
+/// True when every step only reads: such a transaction may go to a standby.
+pub fn only_reads(steps: &[Step]) -> bool {
+    steps
+        .iter()
+        .all(|s| matches!(s, Step::Read { .. } | Step::ReadAll))
 }
 
 /// Runs one step. The outer error is the server's; the inner one the transaction's own

@@ -46,6 +46,12 @@ pub enum ReadFrom {
 }
 
 impl ReadFrom {
+    /// The mode of `--read-from`, else of `--read-mode` (`primary` when neither is
+    /// given): both flags say the same here, `--read-from` being the generic one.
+    pub fn from_options(opts: &TargetOptions) -> ReadFrom {
+        ReadFrom::parse(opts.read_from.as_deref().or(opts.read_mode.as_deref()))
+    }
+
     /// The read mode of `--read-mode` (`primary` when absent).
     pub fn parse(mode: Option<&str>) -> ReadFrom {
         match mode {
@@ -86,7 +92,7 @@ impl RedisClient {
             nodes: nodes.to_vec(),
             home: home % nodes.len().max(1),
             timeout: opts.op_timeout,
-            read_from: ReadFrom::parse(opts.read_mode.as_deref()),
+            read_from: ReadFrom::from_options(opts),
             wait: opts.wait,
             lists: opts.workload == "append",
             primary: None,

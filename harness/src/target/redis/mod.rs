@@ -74,7 +74,7 @@ impl Target for RedisTarget {
         ]
     }
     fn accepted_flags(&self) -> Vec<&str> {
-        vec!["wait"]
+        vec!["wait", "read-from"]
     }
     fn workloads(&self) -> Vec<&str> {
         vec!["register", "append"]
