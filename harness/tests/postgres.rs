@@ -6,26 +6,10 @@
 //! run is a few seconds and leaves no server process or work directory behind.
 
 use serde_json::Value;
-use splitbrain::target::postgres::{find_program, WorkDir, OS_USER};
+use splitbrain::target::postgres::WorkDir;
 use std::path::{Path, PathBuf};
 
 mod support;
-
-/// Why these tests cannot run here, if they cannot.
-fn unavailable() -> Option<String> {
-    for program in ["postgres", "initdb"] {
-        if find_program(program).is_none() {
-            return Some(format!(
-                "PostgreSQL's `{program}` is not installed (Debian package postgresql)"
-            ));
-        }
-    }
-    // SAFETY: geteuid(2) cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    let has_user = std::fs::read_to_string("/etc/passwd")
-        .is_ok_and(|p| p.lines().any(|l| l.starts_with(&format!("{OS_USER}:"))));
-    (root && !has_user).then(|| format!("running as root without an OS user `{OS_USER}`"))
-}
 
 /// The PostgreSQL work directory of the run's node n1.
 fn work_dir(store: &Path) -> PathBuf {
@@ -57,14 +41,6 @@ fn run_postgres(args: &[&str]) -> (Option<i32>, Value, tempfile::TempDir) {
     );
     assert!(!work.exists(), "{} was not removed", work.display());
     (code, results, store)
-}
-
-fn history(store: &Path) -> Vec<Value> {
-    std::fs::read_to_string(store.join("latest/history.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// Committed appends missing from a read that began after they were acknowledged: what a
@@ -126,7 +102,7 @@ fn lost_commits(ops: &[Value]) -> Vec<String> {
 
 #[test]
 fn serializable_list_append_loses_no_commit_through_kill_9_of_the_server() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = support::postgres_unavailable() {
         eprintln!("skipping: {why}");
         return;
     }
@@ -180,7 +156,7 @@ fn serializable_list_append_loses_no_commit_through_kill_9_of_the_server() {
     } else {
         assert_eq!(code, Some(0), "{results:#}");
     }
-    let ops = history(store.path());
+    let ops = support::history(store.path());
     let lost = lost_commits(&ops);
     assert!(lost.is_empty(), "committed appends lost: {lost:?}");
     let kills = ops
@@ -211,7 +187,7 @@ fn serializable_list_append_loses_no_commit_through_kill_9_of_the_server() {
 
 #[test]
 fn read_committed_list_append_shows_read_skew_and_lost_updates() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = support::postgres_unavailable() {
         eprintln!("skipping: {why}");
         return;
     }
