@@ -75,6 +75,7 @@ pub async fn converge_after_heal(
         hedge_delay: Duration::ZERO,
         workload: "set".into(),
         wait: None,
+        transport: None,
     };
     let args: Vec<Vec<String>> = layouts
         .iter()

@@ -107,6 +107,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         shards: 1,
         read_mode: Some(mode.to_string()),
         wait: None,
+        transport: None,
         consistency_model: None,
         init: None,
         hedge_delay_ms: opts.hedge_floor_ms,

@@ -39,6 +39,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         shards: 1,
         read_mode: Some("hedged".into()),
         wait: None,
+        transport: None,
         consistency_model: None,
         init: None,
         hedge_delay_ms: 2,

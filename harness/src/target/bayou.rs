@@ -380,6 +380,7 @@ mod tests {
             hedge_delay: Duration::from_millis(10),
             workload: "set".into(),
             wait: None,
+            transport: None,
         };
         let mut moving = BayouClient::new(&addrs, 1, &opts, false);
         let mut pinned = BayouClient::new(&addrs, 1, &opts, true);

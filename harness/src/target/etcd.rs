@@ -214,6 +214,7 @@ mod tests {
             hedge_delay: Duration::from_millis(2),
             workload: "register".into(),
             wait: None,
+            transport: None,
         };
         let args = |i: usize| {
             let data = Path::new("/store/t/run1/nodes")

@@ -500,6 +500,7 @@ stale-read = "followers answer reads from a cache (fault: none needed)"
             hedge_delay: Duration::from_millis(2),
             workload: "register".into(),
             wait: None,
+            transport: None,
         }
     }
 

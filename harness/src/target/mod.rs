@@ -85,6 +85,8 @@ pub struct TargetOptions {
     /// `--wait N` (Redis): after each write, `WAIT N` replicas; fewer acknowledging within
     /// the op timeout makes the write `info`.
     pub wait: Option<u32>,
+    /// `--transport` (ddp): `tcp` or `shm`; `None` is the target's default (TCP).
+    pub transport: Option<String>,
 }
 
 impl TargetOptions {
@@ -98,6 +100,7 @@ impl TargetOptions {
             hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
             workload: spec.workload.clone(),
             wait: spec.wait,
+            transport: spec.transport.clone(),
         }
     }
 }

@@ -230,6 +230,7 @@ mod tests {
                 hedge_delay: Duration::from_millis(50),
                 workload: "list-append".into(),
                 wait: None,
+                transport: None,
             },
         );
         let work = WorkDir::for_node(data);
