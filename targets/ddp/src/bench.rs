@@ -1,6 +1,6 @@
-//! `splitbrain-ddp --bench`: all-reduce bus bandwidth over loopback TCP next to this
-//! machine's memory-copy bandwidth, and the step time of the vectorized forward/backward
-//! against the scalar loop.
+//! `splitbrain-ddp --bench`: all-reduce bus bandwidth over loopback TCP and over
+//! shared-memory links next to this machine's memory-copy bandwidth, and the step time
+//! of the vectorized forward/backward against the scalar loop.
 //!
 //! Bus bandwidth as nccl-tests defines it: `algbw = bytes / time`, `busbw = algbw ×
 //! 2(n−1)/n` (the share of the data each rank must move in a ring all-reduce), so it is
