@@ -77,6 +77,7 @@ pub async fn converge_after_heal(
         wait: None,
         read_from: None,
         replication: None,
+        transport: None,
     };
     let args: Vec<Vec<String>> = layouts
         .iter()

@@ -109,6 +109,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         wait: None,
         read_from: None,
         replication: None,
+        transport: None,
         consistency_model: None,
         init: None,
         hedge_delay_ms: opts.hedge_floor_ms,

@@ -64,6 +64,10 @@ pub struct TestSpec {
     /// given and in older test.json files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<String>,
+    /// `--transport tcp|shm` (ddp): how the ranks exchange data. Absent when not given
+    /// (the target's default, TCP) and in specs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     /// The consistency model transactional checks required (`--consistency-model`);
     /// `splitbrain check` on the run directory uses it unless told otherwise.
     #[serde(default)]

@@ -174,3 +174,61 @@ fn steps_ends_the_run_once_every_rank_committed_them() {
             .unwrap();
     assert_eq!(spec["steps"], 40, "the spec keeps --steps");
 }
+
+/// `--transport shm`: the ranks exchange everything through shared-memory links in
+/// `/dev/shm`; kills and pauses reach them as over TCP (every check holds), the links
+/// are gone after the run, and a partition, which shared memory cannot feel, is refused
+/// as a usage error naming why.
+#[test]
+fn shared_memory_transport_survives_kills_and_pauses_and_refuses_partitions() {
+    let (code, results, store) = run_ddp(&[
+        "--transport",
+        "shm",
+        "--nemesis",
+        "kill,pause",
+        "--nemesis-interval",
+        "3",
+        "--time-limit",
+        "10",
+        "--seed",
+        "4",
+    ]);
+    let v = verdicts(&results);
+    assert_eq!(code, Some(0), "{v:#?}");
+    for (name, valid, _, why) in &v {
+        assert_eq!(valid, &Value::Bool(true), "{name}: {why}");
+    }
+    let by = ok_steps_by_process(store.path());
+    assert!(
+        by.len() == 4 && by.values().all(|n| *n >= 5),
+        "every rank committed steps: {by:?}"
+    );
+    let run = std::fs::canonicalize(store.path().join("latest")).unwrap();
+    let log = std::fs::read_to_string(run.join("nodes/n1/node.log")).unwrap();
+    assert!(log.contains("by shared memory in"), "{log}");
+    let dir = splitbrain::target::ddp::shm_dir(&run.join("nodes/n1/data")).unwrap();
+    assert!(!dir.exists(), "{} removed after the run", dir.display());
+
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .args([
+            "test",
+            "--target",
+            "ddp",
+            "--workload",
+            "train",
+            "--nodes",
+            "4",
+        ])
+        .args(["--transport", "shm", "--nemesis", "kill,partition"])
+        .arg("--store")
+        .arg(store.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--transport shm with --nemesis partition")
+            && stderr.contains("shared memory"),
+        "{stderr}"
+    );
+}

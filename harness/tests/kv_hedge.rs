@@ -41,6 +41,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         wait: None,
         read_from: None,
         replication: None,
+        transport: None,
         consistency_model: None,
         init: None,
         hedge_delay_ms: 2,

@@ -123,6 +123,17 @@ pub const KNOWN_FAULTS: &[&str] = &[
     "strobe-pause",
 ];
 
+/// The faults that act on the links between nodes (a network backend carries them: the
+/// proxy mesh, namespaces, a remote host's firewall). Links that are not sockets (shared
+/// memory) and hosts without a packet filter cannot take them.
+pub const NETWORK_FAULTS: &[&str] = &[
+    "partition",
+    "partition-leader",
+    "leader-churn",
+    "slow",
+    "loss",
+];
+
 /// What the nemesis may do to the cluster's processes. Implemented by the harness, which
 /// owns the node processes. Nodes are numbered 0..n; their names are `n1`..`nN`.
 pub trait ClusterControl: Send + Sync + 'static {

@@ -94,6 +94,11 @@ pub(crate) struct TestArgs {
     /// primary flushed it) or `sync` (once every standby applied it: remote_apply).
     #[arg(long, value_parser = ["async", "sync"])]
     replication: Option<String>,
+    /// ddp: how the ranks exchange data, `tcp` (default) or `shm` (shared memory, the
+    /// ranks being on one host). Network faults (partition, slow, loss) cannot reach
+    /// shared memory, so they are refused with `shm`.
+    #[arg(long)]
+    transport: Option<String>,
     /// Hedged reads: the shortest delay before the second request, in ms (the delay is
     /// the client's running p95 read latency, never below this).
     #[arg(long, default_value_t = 2)]
@@ -239,6 +244,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             )));
         }
     }
+    check_transport(a, target.as_ref())?;
     let check = a.check.options();
     workload
         .checkers(&check)
@@ -251,6 +257,42 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         workload,
         check,
     })
+}
+
+/// `--transport`: only for targets that take it, `tcp` or `shm`, and with `shm` no
+/// network fault (it would be recorded as injected while changing nothing).
+fn check_transport(a: &TestArgs, target: &dyn splitbrain::target::Target) -> anyhow::Result<()> {
+    let Some(transport) = &a.transport else {
+        return Ok(());
+    };
+    if !target.accepted_flags().contains(&"transport") {
+        return Err(usage(format!(
+            "--transport applies to targets whose nodes can exchange data through shared memory (ddp), not {}",
+            a.target
+        )));
+    }
+    if transport != "tcp" && transport != "shm" {
+        return Err(usage(format!(
+            "--transport {transport:?}: expected tcp or shm"
+        )));
+    }
+    if transport == "shm" {
+        let mut faults: Vec<String> = a.nemesis.split(',').map(|f| f.trim().to_string()).collect();
+        if let Some(plan) = &a.nemesis_plan {
+            let spec = splitbrain_nemesis::NemesisSpec::from_plan_file(plan)
+                .map_err(|e| usage(e.to_string()))?;
+            faults.extend(spec.faults);
+        }
+        if let Some(f) = faults
+            .iter()
+            .find(|f| splitbrain_nemesis::NETWORK_FAULTS.contains(&f.as_str()))
+        {
+            return Err(usage(format!(
+                "--transport shm with --nemesis {f}: the ranks exchange data through shared memory, which a network fault cannot cut, slow or drop (only the clients' HTTP would be hit, and the run would claim a fault the ranks never saw); use --transport tcp for network faults, or kill, pause, clock, slow-client with shm"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--target maelstrom`: the node program and its workload.
@@ -276,9 +318,10 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         || a.wait.is_some()
         || a.read_from.is_some()
         || a.replication.is_some()
+        || a.transport.is_some()
     {
         return Err(usage(
-            "--bug, --read-mode, --wait, --read-from and --replication do not apply to maelstrom nodes (a node's bugs are its own)",
+            "--bug, --read-mode, --wait, --read-from, --replication and --transport do not apply to maelstrom nodes (a node's bugs are its own)",
         ));
     }
     let Some(latency_dist) = LatencyDist::parse(&a.latency_dist) else {
@@ -382,6 +425,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         wait: a.wait,
         read_from: a.read_from.clone(),
         replication: a.replication.clone(),
+        transport: a.transport.clone(),
         consistency_model: a.check.consistency_model.clone(),
         init: a.check.init.clone(),
         hedge_delay_ms: a.hedge_delay_ms,

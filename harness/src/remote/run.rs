@@ -26,15 +26,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// Faults that need a packet filter on the hosts.
-const NETWORK_FAULTS: &[&str] = &[
-    "partition",
-    "partition-leader",
-    "leader-churn",
-    "loss",
-    "slow",
-];
-
 /// Runs a whole test with node `i` on `hosts[i]`.
 pub async fn run_remote_test(
     spec: &TestSpec,
@@ -71,7 +62,7 @@ pub async fn run_remote_test(
     let needs_firewall = nemesis_spec
         .faults
         .iter()
-        .any(|f| NETWORK_FAULTS.contains(&f.as_str()));
+        .any(|f| splitbrain_nemesis::NETWORK_FAULTS.contains(&f.as_str()));
     let (sessions, firewalls) = match connect_all(hosts, needs_firewall).await {
         Ok(x) => x,
         Err((sessions, e)) => {

@@ -382,6 +382,7 @@ mod tests {
             wait: None,
             read_from: None,
             replication: None,
+            transport: None,
         };
         let mut moving = BayouClient::new(&addrs, 1, &opts, false);
         let mut pinned = BayouClient::new(&addrs, 1, &opts, true);

@@ -21,6 +21,29 @@ use splitbrain_checkers::OpType;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// The directory of a run's shared-memory links (`--transport shm`): under `/dev/shm`
+/// (memory) where there is one, named after the run directory (`<run>/<node>/data`), so
+/// every rank of the run, and the cleanup, finds the same one and no two runs share one.
+/// `None` for a data directory not of that shape.
+pub fn shm_dir(data_dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let run = data_dir.parent()?.parent()?;
+    let run = std::path::absolute(run).ok()?;
+    // FNV-1a of the path: short, stable across processes.
+    let hash = run
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+    let root = std::path::Path::new("/dev/shm");
+    let root = if root.is_dir() {
+        root.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    Some(root.join(format!("splitbrain-ddp-{hash:016x}")))
+}
+
 /// The bundled DDP training cluster.
 pub struct DdpTarget;
 
@@ -119,6 +142,15 @@ impl Target for DdpTarget {
     fn workloads(&self) -> Vec<&str> {
         vec!["train"]
     }
+    fn accepted_flags(&self) -> Vec<&str> {
+        vec!["transport"]
+    }
+    fn cleanup_node(&self, _i: usize, layout: &crate::cluster::NodeLayout) {
+        // The links live in memory outside the run directory; gone with the last node.
+        if let Some(dir) = shm_dir(&layout.data_dir) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 
     fn node_args(
         &self,
@@ -149,6 +181,12 @@ impl Target for DdpTarget {
             ]
             .map(String::from),
         );
+        if opts.transport.as_deref() == Some("shm") {
+            if let Some(dir) = shm_dir(data_dir) {
+                args.extend(["--transport".into(), "shm".into(), "--shm-dir".into()]);
+                args.push(dir.display().to_string());
+            }
+        }
         args
     }
 
@@ -319,6 +357,7 @@ mod tests {
             wait: None,
             read_from: None,
             replication: None,
+            transport: None,
         };
         let args = DdpTarget.node_args(0, a, a, &[a, a], std::path::Path::new("/tmp/x"), &opts);
         let joined = args.join(" ");
@@ -326,6 +365,25 @@ mod tests {
         assert!(
             joined.contains("--dataset-size 2048")
                 && joined.contains(&format!("--dataset-size {DATASET_SIZE}"))
+        );
+        assert!(
+            !joined.contains("--transport"),
+            "tcp unless asked: {joined}"
+        );
+        let shm = TargetOptions {
+            transport: Some("shm".into()),
+            ..opts
+        };
+        let data = std::path::Path::new("/tmp/store/run-1/nodes/n1/data");
+        let args = DdpTarget.node_args(0, a, a, &[a, a], data, &shm).join(" ");
+        let dir = shm_dir(data).unwrap();
+        assert!(args.contains(&format!("--transport shm --shm-dir {}", dir.display())));
+        // Every rank of the run finds the same directory, another run another one.
+        let other_node = std::path::Path::new("/tmp/store/run-1/nodes/n2/data");
+        assert_eq!(shm_dir(other_node), Some(dir.clone()));
+        assert_ne!(
+            shm_dir(std::path::Path::new("/tmp/store/run-2/nodes/n1/data")),
+            Some(dir)
         );
     }
 }

@@ -216,6 +216,7 @@ mod tests {
             wait: None,
             read_from: None,
             replication: None,
+            transport: None,
         };
         let args = |i: usize| {
             let data = Path::new("/store/t/run1/nodes")

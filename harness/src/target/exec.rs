@@ -502,6 +502,7 @@ stale-read = "followers answer reads from a cache (fault: none needed)"
             wait: None,
             read_from: None,
             replication: None,
+            transport: None,
         }
     }
 

@@ -91,6 +91,8 @@ pub struct TargetOptions {
     /// `--replication async|sync` (PostgreSQL with standbys): whether a commit waits until
     /// every standby applied it. Absent means asynchronous.
     pub replication: Option<String>,
+    /// `--transport` (ddp): `tcp` or `shm`; `None` is the target's default (TCP).
+    pub transport: Option<String>,
 }
 
 impl TargetOptions {
@@ -106,6 +108,7 @@ impl TargetOptions {
             wait: spec.wait,
             read_from: spec.read_from.clone(),
             replication: spec.replication.clone(),
+            transport: spec.transport.clone(),
         }
     }
 }

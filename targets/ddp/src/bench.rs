@@ -1,6 +1,6 @@
-//! `splitbrain-ddp --bench`: all-reduce bus bandwidth over loopback TCP next to this
-//! machine's memory-copy bandwidth, and the step time of the vectorized forward/backward
-//! against the scalar loop.
+//! `splitbrain-ddp --bench`: all-reduce bus bandwidth over loopback TCP and over
+//! shared-memory links next to this machine's memory-copy bandwidth, and the step time
+//! of the vectorized forward/backward against the scalar loop.
 //!
 //! Bus bandwidth as nccl-tests defines it: `algbw = bytes / time`, `busbw = algbw ×
 //! 2(n−1)/n` (the share of the data each rank must move in a ring all-reduce), so it is
@@ -10,9 +10,11 @@ use crate::core::ring::{BucketRing, ReduceMode};
 use crate::core::{Chunk, Msg};
 use crate::model::{Gemm, Mlp};
 use crate::net::{self, PeerNet};
+use crate::shm::{self, ring::ShmRing, LinkReader, LinkWriter};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -35,32 +37,135 @@ pub fn memcpy_bandwidth(bytes: usize) -> f64 {
 /// transfer, summation and forwarding of different buckets overlap.
 pub const BENCH_BUCKET_FLOATS: usize = 1 << 18;
 
-/// Seconds per all-reduce of `floats` f32 among `world` ranks (threads of this process
-/// talking TCP over loopback), the median of `iters`. `None` if the ranks could not
-/// connect or a round timed out.
-pub fn allreduce_seconds(world: usize, floats: usize, iters: usize) -> Option<f64> {
-    let listeners: Vec<TcpListener> = (0..world)
-        .map(|_| TcpListener::bind("127.0.0.1:0").ok())
-        .collect::<Option<_>>()?;
-    let addrs: Vec<String> = listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.to_string()).ok())
-        .collect::<Option<_>>()?;
+/// How the benchmark's ranks exchange the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchTransport {
+    /// The node's frames over loopback TCP ([`crate::net`]).
+    Tcp,
+    /// The node's frames through shared-memory links ([`crate::shm::frames`]): what a
+    /// cluster with `--transport shm` does.
+    #[value(name = "shm")]
+    ShmFrames,
+    /// The ring straight over shared-memory links ([`crate::shm::ring`]): each rank
+    /// reduces from its predecessor's bytes into the bytes for its successor.
+    ShmDirect,
+}
+
+impl BenchTransport {
+    /// The label of the benchmark's rows.
+    pub fn label(self) -> &'static str {
+        match self {
+            BenchTransport::Tcp => "tcp",
+            BenchTransport::ShmFrames => "shm",
+            BenchTransport::ShmDirect => "shm-direct",
+        }
+    }
+}
+
+/// A fresh directory for one benchmark's links (under `/dev/shm` where there is one),
+/// removed when dropped.
+struct LinkDir(std::path::PathBuf);
+
+impl LinkDir {
+    fn new() -> Option<LinkDir> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = shm::default_root().join(format!(
+            "splitbrain-ddp-bench-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(LinkDir(dir))
+    }
+}
+
+impl Drop for LinkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Seconds per all-reduce of `floats` f32 among `world` ranks (threads of this process,
+/// each with its own connections or mappings), the slowest rank's time, median of
+/// `iters`. `None` if the ranks could not connect or a round timed out.
+pub fn allreduce_seconds(
+    world: usize,
+    floats: usize,
+    iters: usize,
+    transport: BenchTransport,
+) -> Option<f64> {
+    let dir = LinkDir::new()?;
+    let per_rank = match transport {
+        BenchTransport::ShmDirect => direct_ranks(world, floats, iters, &dir)?,
+        BenchTransport::Tcp | BenchTransport::ShmFrames => {
+            message_ranks(world, floats, iters, transport, &dir)?
+        }
+    };
+    let mut per_iter = vec![0.0f64; iters];
+    for h in per_rank {
+        let times = h.join().ok()??;
+        for (slot, t) in per_iter.iter_mut().zip(times) {
+            *slot = slot.max(t);
+        }
+    }
+    per_iter.sort_by(f64::total_cmp);
+    per_iter.get(iters / 2).copied()
+}
+
+type RankThread = std::thread::JoinHandle<Option<Vec<f64>>>;
+
+/// This rank's gradient (seeded by the rank).
+fn gradient(rank: usize, floats: usize) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(rank as u64);
+    (0..floats).map(|_| rng.gen_range(-1.0..1.0)).collect()
+}
+
+/// The ranks of the message path: the node's `BucketRing` per bucket, `Msg::Chunk`
+/// frames to the successor over TCP or shared-memory links.
+fn message_ranks(
+    world: usize,
+    floats: usize,
+    iters: usize,
+    transport: BenchTransport,
+    dir: &LinkDir,
+) -> Option<Vec<RankThread>> {
+    let mut nets = Vec::new();
+    if transport == BenchTransport::Tcp {
+        let listeners: Vec<TcpListener> = (0..world)
+            .map(|_| TcpListener::bind("127.0.0.1:0").ok())
+            .collect::<Option<_>>()?;
+        let addrs: Vec<String> = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.to_string()).ok())
+            .collect::<Option<_>>()?;
+        for (rank, listener) in listeners.into_iter().enumerate() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || net::listen(listener, world, tx));
+            let succ = (rank + 1) % world;
+            nets.push((
+                PeerNet::start(rank, world, &[(succ, addrs[succ].clone())]),
+                rx,
+            ));
+        }
+    } else {
+        for rank in 0..world {
+            let (tx, rx) = std::sync::mpsc::channel();
+            shm::frames::listen(&dir.0, rank, world, tx).ok()?;
+            let succ = (rank + 1) % world;
+            nets.push((shm::frames::start(rank, world, &dir.0, &[succ]), rx));
+        }
+    }
     let barrier = Arc::new(Barrier::new(world));
     let buckets: Vec<std::ops::Range<usize>> = (0..floats.div_ceil(BENCH_BUCKET_FLOATS))
         .map(|b| b * BENCH_BUCKET_FLOATS..((b + 1) * BENCH_BUCKET_FLOATS).min(floats))
         .collect();
     let mut handles = Vec::new();
-    for (rank, listener) in listeners.into_iter().enumerate() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || net::listen(listener, world, tx));
+    for (rank, (net, rx)) in nets.into_iter().enumerate() {
         let succ = (rank + 1) % world;
-        let net = PeerNet::start(rank, world, &[(succ, addrs[succ].clone())]);
         let barrier = barrier.clone();
         let buckets = buckets.clone();
         handles.push(std::thread::spawn(move || -> Option<Vec<f64>> {
-            let mut rng = ChaCha8Rng::seed_from_u64(rank as u64);
-            let grad: Vec<f32> = (0..floats).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let grad = gradient(rank, floats);
             let mut times = Vec::new();
             // One warm-up round opens the connections.
             for it in 0..=iters {
@@ -112,15 +217,60 @@ pub fn allreduce_seconds(world: usize, floats: usize, iters: usize) -> Option<f6
             Some(times)
         }));
     }
-    let mut per_iter = vec![0.0f64; iters];
-    for h in handles {
-        let times = h.join().ok()??;
-        for (slot, t) in per_iter.iter_mut().zip(times) {
-            *slot = slot.max(t);
-        }
+    Some(handles)
+}
+
+/// The ranks of the direct path: [`ShmRing::allreduce`] of the whole message in place,
+/// in buckets of [`BENCH_BUCKET_FLOATS`] as the message path.
+fn direct_ranks(
+    world: usize,
+    floats: usize,
+    iters: usize,
+    dir: &LinkDir,
+) -> Option<Vec<RankThread>> {
+    let capacity = shm::ring::link_capacity(BENCH_BUCKET_FLOATS, world);
+    let readers: Vec<LinkReader> = (0..world)
+        .map(|r| {
+            LinkReader::create(
+                &shm::link_path(&dir.0, (r + world - 1) % world, r),
+                capacity,
+            )
+            .ok()
+        })
+        .collect::<Option<_>>()?;
+    let barrier = Arc::new(Barrier::new(world));
+    let mut handles = Vec::new();
+    for (rank, from_pred) in readers.into_iter().enumerate() {
+        let to = shm::link_path(&dir.0, rank, (rank + 1) % world);
+        let barrier = barrier.clone();
+        handles.push(std::thread::spawn(move || -> Option<Vec<f64>> {
+            let grad = gradient(rank, floats);
+            let mut buf = grad.clone();
+            let opened = LinkWriter::open(&to);
+            // Every rank waits for the others here, also one whose link failed, so
+            // none is left waiting at the barrier.
+            barrier.wait();
+            let mut ring = ShmRing {
+                rank,
+                world,
+                from_pred,
+                to_succ: opened.ok()?,
+                timeout: Duration::from_secs(20),
+            };
+            let mut times = Vec::new();
+            for it in 0..=iters {
+                buf.copy_from_slice(&grad);
+                barrier.wait();
+                let t = Instant::now();
+                ring.allreduce(&mut buf, BENCH_BUCKET_FLOATS, world).ok()?;
+                if it > 0 {
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            Some(times)
+        }));
     }
-    per_iter.sort_by(f64::total_cmp);
-    per_iter.get(iters / 2).copied()
+    Some(handles)
 }
 
 /// Seconds per forward + backward of a `batch` on `mlp` with `kind` (median of `iters`).
@@ -147,36 +297,71 @@ pub fn step_seconds(mlp: &Mlp, batch: usize, kind: Gemm, iters: usize) -> f64 {
     times[times.len() / 2]
 }
 
-/// Runs the whole benchmark and prints its tables.
-pub fn run() {
-    let mb = 1024.0 * 1024.0;
+/// Measures and prints one row of the all-reduce table.
+pub fn print_row(transport: BenchTransport, world: usize, mib: usize, mem: f64) {
+    let floats = mib * (1 << 20) / 4;
+    let iters = if mib >= 16 { 3 } else { 5 };
+    let label = transport.label();
+    match allreduce_seconds(world, floats, iters, transport) {
+        Some(t) => {
+            let alg = (mib as f64 * 1024.0 * 1024.0) / t;
+            let bus = alg * 2.0 * (world as f64 - 1.0) / world as f64;
+            println!(
+                "{label:>10} {world:>5} {mib:>8} {:>11.2} {:>12.3} {:>12.3} {:>9.1}%",
+                t * 1e3,
+                alg / 1e9,
+                bus / 1e9,
+                100.0 * bus / mem
+            );
+        }
+        None => println!("{label:>10} {world:>5} {mib:>8}   (did not complete)"),
+    }
+}
+
+/// Runs the benchmark and prints its tables: all rank counts, sizes and transports
+/// where `ranks`, `mib` and `transports` are empty, and then the kernel table too; only
+/// those given otherwise.
+pub fn run(ranks: &[usize], mib: &[usize], transports: &[BenchTransport]) {
+    let whole = ranks.is_empty() && mib.is_empty() && transports.is_empty();
+    let all = [
+        BenchTransport::Tcp,
+        BenchTransport::ShmFrames,
+        BenchTransport::ShmDirect,
+    ];
+    let transports = if transports.is_empty() {
+        &all[..]
+    } else {
+        transports
+    };
+    let ranks = if ranks.is_empty() {
+        &[2, 4, 8][..]
+    } else {
+        ranks
+    };
+    let sizes = if mib.is_empty() {
+        &[1, 4, 16, 64][..]
+    } else {
+        mib
+    };
     let mem = memcpy_bandwidth(64 << 20);
     println!("memcpy bandwidth (64 MiB buffer): {:.2} GB/s", mem / 1e9);
     println!();
-    println!("ring all-reduce over loopback TCP, 1 MiB buckets in flight together (median of 3-5; busbw = algbw x 2(n-1)/n)");
+    println!("ring all-reduce, 1 MiB buckets (median of 3-5; busbw = algbw x 2(n-1)/n)");
+    println!("  tcp: the node's frames over loopback TCP; shm: the node's frames through shared-memory links (--transport shm);");
+    println!("  shm-direct: the ring straight over shared-memory links, reducing from the peer's bytes in place");
     println!(
-        "{:>5} {:>8} {:>11} {:>12} {:>12} {:>10}",
-        "ranks", "MiB", "time ms", "algbw GB/s", "busbw GB/s", "% memcpy"
+        "{:>10} {:>5} {:>8} {:>11} {:>12} {:>12} {:>10}",
+        "transport", "ranks", "MiB", "time ms", "algbw GB/s", "busbw GB/s", "% memcpy"
     );
-    for world in [2usize, 4, 8] {
-        for mib in [1usize, 4, 16, 64] {
-            let floats = mib * (1 << 20) / 4;
-            let iters = if mib >= 16 { 3 } else { 5 };
-            match allreduce_seconds(world, floats, iters) {
-                Some(t) => {
-                    let alg = (mib as f64 * mb) / t;
-                    let bus = alg * 2.0 * (world as f64 - 1.0) / world as f64;
-                    println!(
-                        "{world:>5} {mib:>8} {:>11.2} {:>12.3} {:>12.3} {:>9.1}%",
-                        t * 1e3,
-                        alg / 1e9,
-                        bus / 1e9,
-                        100.0 * bus / mem
-                    );
-                }
-                None => println!("{world:>5} {mib:>8}   (did not complete)"),
+    for &transport in transports {
+        for &world in ranks {
+            for &mib in sizes {
+                print_row(transport, world, mib, mem);
             }
         }
+    }
+    if !whole {
+        return;
     }
     println!();
     println!("forward + backward per micro-batch (median of 20)");

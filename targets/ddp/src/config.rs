@@ -34,6 +34,16 @@ impl Bug {
     }
 }
 
+/// How the ranks exchange messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// Binary frames over TCP to the `--peer` addresses.
+    #[default]
+    Tcp,
+    /// The same frames through shared-memory links in `--shm-dir` (ranks on one host).
+    Shm,
+}
+
 /// splitbrain-ddp: one rank of a data-parallel training cluster (bucketed ring
 /// all-reduce over TCP, SGD with momentum, checkpoints, elastic recovery).
 ///
@@ -131,6 +141,27 @@ pub struct Args {
     /// Run the benchmark instead (all-reduce bus bandwidth, memcpy, kernel step times).
     #[arg(long)]
     pub bench: bool,
+    /// With --bench: only these rank counts (comma-separated; default 2,4,8), and no
+    /// kernel table.
+    #[arg(long, value_delimiter = ',')]
+    pub bench_ranks: Vec<usize>,
+    /// With --bench: only these message sizes in MiB (comma-separated; default
+    /// 1,4,16,64), and no kernel table.
+    #[arg(long, value_delimiter = ',')]
+    pub bench_mib: Vec<usize>,
+    /// With --bench: only these transports (comma-separated: tcp, shm, shm-direct;
+    /// default all), and no kernel table.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub bench_transports: Vec<crate::bench::BenchTransport>,
+    /// How ranks exchange messages: `tcp` (to the --peer addresses) or `shm` (through
+    /// shared-memory links in --shm-dir, for ranks on one host; a network partition
+    /// cannot cut them). With `shm`, --peer flags are optional (--world-size suffices).
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    pub transport: Transport,
+    /// Directory of the shared-memory links (`--transport shm`): the same for every rank
+    /// of the group, best under /dev/shm (memory, not disk).
+    #[arg(long)]
+    pub shm_dir: Option<PathBuf>,
 }
 
 /// Everything that determines the numbers of a training run (shared by the ranks and the
@@ -291,7 +322,13 @@ impl Args {
                     ));
                 }
             }
-            if self.peers.len() as u64 + 1 != world {
+            if self.transport == Transport::Shm && self.shm_dir.is_none() {
+                return Err(
+                    "--transport shm needs --shm-dir (the same directory for every rank)".into(),
+                );
+            }
+            let peers_needed = self.transport == Transport::Tcp || !self.peers.is_empty();
+            if peers_needed && self.peers.len() as u64 + 1 != world {
                 return Err(format!(
                     "world size {world} needs {} --peer flags",
                     world - 1

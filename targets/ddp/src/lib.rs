@@ -17,4 +17,5 @@ pub mod model;
 pub mod net;
 pub mod node;
 pub mod replay;
+pub mod shm;
 pub mod store;

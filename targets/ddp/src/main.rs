@@ -2,13 +2,14 @@
 //! `--help` and the crate README.
 
 use clap::Parser;
-use splitbrain_ddp::config::{parse_members, Args, Bug};
+use splitbrain_ddp::config::{parse_members, Args, Bug, Transport};
 use splitbrain_ddp::core::{CkptId, Core};
 use splitbrain_ddp::data::Dataset;
 use splitbrain_ddp::http::Api;
 use splitbrain_ddp::net::{self, PeerNet};
 use splitbrain_ddp::node::{DataBugs, Driver, Published, Shared};
 use splitbrain_ddp::replay::replay;
+use splitbrain_ddp::shm;
 use splitbrain_ddp::store::Store;
 use splitbrain_target_runtime::OffsetClock;
 use std::io::Write;
@@ -18,7 +19,7 @@ use std::time::Duration;
 fn main() {
     let args = Args::parse();
     if args.bench {
-        splitbrain_ddp::bench::run();
+        splitbrain_ddp::bench::run(&args.bench_ranks, &args.bench_mib, &args.bench_transports);
         return;
     }
     if args.replay {
@@ -66,20 +67,29 @@ async fn run(args: Args) -> Result<(), String> {
     let client_listener = tokio::net::TcpListener::bind(&args.client_listen)
         .await
         .map_err(|e| format!("bind --client-listen {}: {e}", args.client_listen))?;
-    let peer_listener = std::net::TcpListener::bind(&args.peer_listen)
-        .map_err(|e| format!("bind --peer-listen {}: {e}", args.peer_listen))?;
-    let peers: Vec<(usize, String)> = args
-        .peers
-        .iter()
-        .map(|(id, a)| ((*id as usize).saturating_sub(1), a.clone()))
-        .collect();
-    let net = PeerNet::start(rank, train.world, &peers);
-    let (tx, rx) = std::sync::mpsc::channel();
     let world = train.world;
-    std::thread::Builder::new()
-        .name("ddp-listen".into())
-        .spawn(move || net::listen(peer_listener, world, tx))
-        .map_err(|e| e.to_string())?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let net = match (args.transport, &args.shm_dir) {
+        (Transport::Shm, Some(dir)) => {
+            shm::frames::listen(dir, rank, world, tx).map_err(|e| e.to_string())?;
+            let others: Vec<usize> = (0..world).filter(|&r| r != rank).collect();
+            shm::frames::start(rank, world, dir, &others)
+        }
+        _ => {
+            let peer_listener = std::net::TcpListener::bind(&args.peer_listen)
+                .map_err(|e| format!("bind --peer-listen {}: {e}", args.peer_listen))?;
+            let peers: Vec<(usize, String)> = args
+                .peers
+                .iter()
+                .map(|(id, a)| ((*id as usize).saturating_sub(1), a.clone()))
+                .collect();
+            std::thread::Builder::new()
+                .name("ddp-listen".into())
+                .spawn(move || net::listen(peer_listener, world, tx))
+                .map_err(|e| e.to_string())?;
+            PeerNet::start(rank, world, &peers)
+        }
+    };
     let (commits, _) = tokio::sync::watch::channel(committed);
     let shared = Shared {
         state: Arc::new(Mutex::new(Published {
@@ -111,12 +121,15 @@ async fn run(args: Args) -> Result<(), String> {
         train.mlp.classes(),
     );
     println!(
-        "splitbrain-ddp rank {rank} of {world}: {} parameters in {} buckets, bugs {:?}, {committed} steps committed, client {} peer {}",
+        "splitbrain-ddp rank {rank} of {world}: {} parameters in {} buckets, bugs {:?}, {committed} steps committed, client {} peers {}",
         train.mlp.num_params(),
         train.buckets.len(),
         args.bug_names(),
         args.client_listen,
-        args.peer_listen
+        match (&args.transport, &args.shm_dir) {
+            (Transport::Shm, Some(dir)) => format!("by shared memory in {}", dir.display()),
+            _ => format!("by TCP, listening on {}", args.peer_listen),
+        }
     );
     let driver = Driver {
         core,

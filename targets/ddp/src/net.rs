@@ -15,6 +15,19 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::time::Duration;
 
 const MAGIC: &[u8; 8] = b"SBDDP\x01\x00\x00";
+
+/// The first bytes on a connection or link session: the magic, then the sender's rank.
+pub(crate) fn hello(me: Rank) -> Vec<u8> {
+    let mut hello = MAGIC.to_vec();
+    hello.extend_from_slice(&(me as u32).to_le_bytes());
+    hello
+}
+
+/// The sender's rank from a hello, if it is one from a rank below `world`.
+pub(crate) fn hello_rank(hello: &[u8; 12], world: usize) -> Option<Rank> {
+    let from = u32::from_le_bytes([hello[8], hello[9], hello[10], hello[11]]) as usize;
+    (&hello[..8] == MAGIC && from < world).then_some(from)
+}
 const KIND_JSON: u8 = 1;
 const KIND_CHUNK: u8 = 2;
 /// Largest accepted frame.
@@ -24,7 +37,7 @@ const MAX_FRAME: usize = 512 * 1024 * 1024;
 /// socket into the frame buffer, saving a copy of every gradient byte.
 const IO_BUFFER: usize = 64 * 1024;
 /// Frames queued per peer.
-const QUEUE: usize = 4096;
+pub(crate) const QUEUE: usize = 4096;
 
 /// A decoded inbound message.
 #[derive(Debug)]
@@ -130,7 +143,7 @@ fn decode(kind: u8, payload: &[u8]) -> Option<Msg> {
 
 /// Reads one frame into `body` (reused across frames, so no allocation or zeroing per
 /// frame once it has grown); `None` at end of stream or on a malformed frame.
-fn read_frame(r: &mut impl Read, body: &mut Vec<u8>) -> Option<Msg> {
+pub(crate) fn read_frame(r: &mut impl Read, body: &mut Vec<u8>) -> Option<Msg> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len).ok()?;
     let len = u32::from_le_bytes(len) as usize;
@@ -160,15 +173,25 @@ pub struct PeerNet {
 impl PeerNet {
     /// Starts a sender thread per peer `(rank, address)`; `me` is sent in each hello.
     pub fn start(me: Rank, world: usize, peers: &[(Rank, String)]) -> PeerNet {
+        PeerNet::with_senders(world, peers.to_vec(), move |addr, rx| sender(me, addr, rx))
+    }
+
+    /// A queue per peer `(rank, target)` and a thread running `run(target, queue)` that
+    /// carries the queue's frames to it (over TCP, or a shared-memory link).
+    pub(crate) fn with_senders<T: Send + 'static>(
+        world: usize,
+        peers: Vec<(Rank, T)>,
+        run: impl Fn(T, Receiver<Vec<u8>>) + Clone + Send + 'static,
+    ) -> PeerNet {
         let mut queues = vec![None; world];
-        for (rank, addr) in peers {
+        for (rank, target) in peers {
             let (tx, rx) = mpsc::sync_channel(QUEUE);
-            if let Some(q) = queues.get_mut(*rank) {
+            if let Some(q) = queues.get_mut(rank) {
                 *q = Some(tx);
-                let addr = addr.clone();
+                let run = run.clone();
                 let _ = std::thread::Builder::new()
                     .name(format!("ddp-send-{rank}"))
-                    .spawn(move || sender(me, addr, rx));
+                    .spawn(move || run(target, rx));
             }
         }
         PeerNet { queues }
@@ -196,14 +219,8 @@ fn sender(me: Rank, addr: String, rx: Receiver<Vec<u8>>) {
     let mut backoff = Duration::from_millis(20);
     loop {
         let Some(stream) = connect(&addr) else {
-            // Frames queued for an unreachable peer are stale; those queued while we
-            // back off are kept for the next attempt.
-            loop {
-                match rx.try_recv() {
-                    Ok(_) => continue,
-                    Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => return,
-                }
+            if !drop_queued(&rx) {
+                return;
             }
             std::thread::sleep(backoff);
             backoff = (backoff * 2).min(Duration::from_millis(300));
@@ -211,22 +228,15 @@ fn sender(me: Rank, addr: String, rx: Receiver<Vec<u8>>) {
         };
         backoff = Duration::from_millis(20);
         let mut w = stream;
-        let mut hello = MAGIC.to_vec();
-        hello.extend_from_slice(&(me as u32).to_le_bytes());
-        if w.write_all(&hello).is_err() {
+        if w.write_all(&hello(me)).is_err() {
             continue;
         }
         let mut batch = Vec::with_capacity(BATCH);
         loop {
-            let Ok(frame) = rx.recv() else { return };
-            batch.push(frame);
-            // Coalesce what is queued into one vectored write: no copy into a staging
-            // buffer, and one system call for many frames.
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(more) => batch.push(more),
-                    Err(_) => break,
-                }
+            // Coalesced into one vectored write: no copy into a staging buffer, and one
+            // system call for many frames.
+            if !next_batch(&rx, &mut batch) {
+                return;
             }
             let sent = write_frames(&mut w, &batch);
             batch.clear();
@@ -238,7 +248,34 @@ fn sender(me: Rank, addr: String, rx: Receiver<Vec<u8>>) {
 }
 
 /// Frames written by one vectored write at most.
-const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 64;
+
+/// Waits for the next frame and adds what else is queued, up to [`BATCH`]; false once
+/// the queue is closed.
+pub(crate) fn next_batch(rx: &Receiver<Vec<u8>>, batch: &mut Vec<Vec<u8>>) -> bool {
+    let Ok(frame) = rx.recv() else { return false };
+    batch.push(frame);
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(more) => batch.push(more),
+            Err(_) => break,
+        }
+    }
+    true
+}
+
+/// Drops the frames queued for a peer that cannot be reached (they are stale; those
+/// queued while the sender backs off are kept for the next attempt); false once the
+/// queue is closed.
+pub(crate) fn drop_queued(rx: &Receiver<Vec<u8>>) -> bool {
+    loop {
+        match rx.try_recv() {
+            Ok(_) => continue,
+            Err(mpsc::TryRecvError::Empty) => return true,
+            Err(mpsc::TryRecvError::Disconnected) => return false,
+        }
+    }
+}
 
 /// Writes every frame of `frames`, in order, with vectored writes.
 fn write_frames(w: &mut impl Write, frames: &[Vec<u8>]) -> std::io::Result<()> {
@@ -274,13 +311,12 @@ pub fn listen(listener: TcpListener, world: usize, events: Sender<Inbound>) {
 fn receive(stream: TcpStream, world: usize, events: Sender<Inbound>) {
     let mut r = BufReader::with_capacity(IO_BUFFER, stream);
     let mut hello = [0u8; 12];
-    if r.read_exact(&mut hello).is_err() || &hello[..8] != MAGIC {
+    if r.read_exact(&mut hello).is_err() {
         return;
     }
-    let from = u32::from_le_bytes([hello[8], hello[9], hello[10], hello[11]]) as usize;
-    if from >= world {
+    let Some(from) = hello_rank(&hello, world) else {
         return;
-    }
+    };
     let mut body = Vec::new();
     while let Some(msg) = read_frame(&mut r, &mut body) {
         if events.send(Inbound { from, msg }).is_err() {

@@ -273,6 +273,7 @@ mod tests {
                 wait: None,
                 read_from: None,
                 replication: None,
+                transport: None,
             },
         );
         let work = WorkDir::for_node(data);
