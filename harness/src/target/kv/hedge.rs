@@ -22,7 +22,8 @@ pub(crate) enum ReadPolicy {
     Leader,
     /// Each read goes to the client's home replica (`replica-read`).
     Replica,
-    /// Replica read plus a second request after the client's running p95 (`hedged`).
+    /// Replica read plus a second request after the clients' shared running p95, with
+    /// probation and shadow requests (`hedged`).
     Hedged {
         /// The hedge delay is never shorter than this.
         floor: Duration,
