@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 /// The read policies compared, in table order.
 pub const POLICIES: &[&str] = &["read-index", "replica-read", "hedged", "read-all"];
 
-/// Share of the measured capacity offered in every cell.
-pub const LOAD_SHARE: f64 = 0.3;
+/// Default share of the measured capacity offered in every cell (`--load-share`).
+pub const LOAD_SHARE: f64 = 0.6;
 /// Concurrent clients in every run.
 pub const CONCURRENCY: usize = 16;
 /// Seconds of the capacity measurement.
@@ -84,6 +84,15 @@ pub struct TailOptions {
     pub seed: u64,
     /// The hedge delay floor, ms.
     pub hedge_floor_ms: u64,
+    /// Share of the measured capacity offered in every cell.
+    pub load_share: f64,
+    /// The capacity (ok ops/s) to take instead of measuring it, to rerun a few cells at
+    /// the load of an earlier run.
+    pub capacity: Option<f64>,
+    /// Scenario letters to run (`abcd` for all).
+    pub scenarios: String,
+    /// Policies to run (a subset of [`POLICIES`]).
+    pub policies: Vec<String>,
 }
 
 fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> TestSpec {
@@ -195,6 +204,13 @@ pub async fn run_cell(
     let (history, verdict, ok_per_s, counts) = run_one(&s).await?;
     let lat = read_latencies_ms(&history);
     let reads = counts.reads.max(1) as f64;
+    if counts.shadows > 0 {
+        eprintln!(
+            "bench tail: {} {policy}: {:.1}% of reads carried a shadow request",
+            scenario.label,
+            100.0 * counts.shadows as f64 / reads
+        );
+    }
     Ok(TailRun {
         policy: policy.to_string(),
         scenario: scenario.label.to_string(),
@@ -256,13 +272,22 @@ impl TailReport {
 /// The whole bench: capacity, then every scenario × policy. Prints progress on stderr.
 pub async fn run(opts: &TailOptions) -> anyhow::Result<TailReport> {
     std::fs::create_dir_all(&opts.store)?;
-    let capacity = calibrate(opts).await?;
-    let rate = (capacity * LOAD_SHARE).max(10.0);
+    let capacity = match opts.capacity {
+        Some(c) => c,
+        None => calibrate(opts).await?,
+    };
+    let rate = (capacity * opts.load_share).max(10.0);
     eprintln!("bench tail: capacity {capacity:.0} ok ops/s; offering {rate:.0} ops/s");
     let cell_ms = (opts.cell_s * 1000.0) as u64;
     let mut cells = Vec::new();
-    for scenario in scenarios(cell_ms) {
-        for policy in POLICIES {
+    let chosen = scenarios(cell_ms)
+        .into_iter()
+        .filter(|sc| opts.scenarios.contains(scenario_letter(sc.label)));
+    for scenario in chosen {
+        for policy in POLICIES
+            .iter()
+            .filter(|p| opts.policies.iter().any(|q| q == *p))
+        {
             let cell = run_cell(opts, policy, &scenario, rate).await?;
             eprintln!(
                 "bench tail: {} {}: p99 {:.2} ms, {:.3} requests/read, {}",
@@ -280,11 +305,16 @@ pub async fn run(opts: &TailOptions) -> anyhow::Result<TailReport> {
          offered load {rate:.0} ops/s = {:.0}% of the measured capacity ({capacity:.0} ok ops/s, \
          read-index, no fault); hedge floor {} ms, seed {}.",
         opts.cell_s,
-        LOAD_SHARE * 100.0,
+        opts.load_share * 100.0,
         opts.hedge_floor_ms,
         opts.seed,
     );
     Ok(TailReport { intro, cells })
+}
+
+/// The letter of a scenario label such as `(b) follower ...`.
+fn scenario_letter(label: &str) -> char {
+    label.chars().nth(1).unwrap_or('?')
 }
 
 /// A scratch store under `dir` for the bench's runs.

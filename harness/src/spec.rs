@@ -76,7 +76,7 @@ pub struct TestSpec {
     /// on the run directory uses it unless told otherwise. Absent in older test.json files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<serde_json::Value>,
-    /// Shortest delay before the second request of a hedged read (the client's running
+    /// Shortest delay before the second request of a hedged read (the clients' running
     /// p95 read latency when longer).
     pub hedge_delay_ms: u64,
     /// Keys in use at once.

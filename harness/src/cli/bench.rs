@@ -32,6 +32,26 @@ pub(crate) struct BenchArgs {
     /// scenario).
     #[arg(long, default_value = "bench-tail.html")]
     html: PathBuf,
+    /// Share of the measured capacity offered in every cell (tail bench).
+    #[arg(long, default_value_t = splitbrain::bench_tail::LOAD_SHARE)]
+    load_share: f64,
+    /// Take this capacity (ok ops/s) instead of measuring it (tail bench), to rerun some
+    /// cells at an earlier run's load.
+    #[arg(long)]
+    capacity: Option<f64>,
+    /// Scenario letters to run, of `abcd` (tail bench).
+    #[arg(long, default_value = "abcd")]
+    scenarios: String,
+    /// Read policies to run, comma-separated (tail bench; default all four).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "read-index,replica-read,hedged,read-all"
+    )]
+    policies: Vec<String>,
+    /// The minimum hedge delay, ms (tail bench).
+    #[arg(long, default_value_t = 2)]
+    hedge_floor_ms: u64,
     /// The echo node for the maelstrom bench (any Maelstrom echo program).
     #[arg(long, default_value = "examples/maelstrom/js/echo.js")]
     bin: PathBuf,
@@ -92,7 +112,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             print!("{}", table?);
             Ok(0)
         }
-        "tail" => tail(a.cell_seconds, &a.html),
+        "tail" => tail(&a),
         "maelstrom" => maelstrom(&a),
         other => bail!(usage(format!(
             "unknown benchmark {other:?}: controller, linearizable, elle, set, converge, tail or maelstrom"
@@ -102,13 +122,36 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
 
 /// `bench tail`: read policies of the KV store under slow-server faults (Markdown on
 /// stdout, the page with the quantile charts at `html`).
-fn tail(cell_seconds: f64, html: &std::path::Path) -> anyhow::Result<u8> {
+fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
+    use splitbrain::bench_tail::POLICIES;
+    if let Some(p) = a.policies.iter().find(|p| !POLICIES.contains(&p.as_str())) {
+        bail!(usage(format!(
+            "--policies: unknown policy {p:?}; expected some of {}",
+            POLICIES.join(",")
+        )));
+    }
+    if let Some(c) = a.scenarios.chars().find(|c| !"abcd".contains(*c)) {
+        bail!(usage(format!(
+            "--scenarios: unknown scenario {c:?}; expected letters of abcd"
+        )));
+    }
+    if !(a.load_share > 0.0 && a.load_share <= 1.0) {
+        bail!(usage(format!(
+            "--load-share: {} is not a share of capacity in (0, 1]",
+            a.load_share
+        )));
+    }
+    let html = a.html.as_path();
     let dir = tempfile_dir()?;
     let opts = splitbrain::bench_tail::TailOptions {
-        cell_s: cell_seconds,
+        cell_s: a.cell_seconds,
         store: splitbrain::bench_tail::scratch_store(&dir),
         seed: 1,
-        hedge_floor_ms: 2,
+        hedge_floor_ms: a.hedge_floor_ms,
+        load_share: a.load_share,
+        capacity: a.capacity,
+        scenarios: a.scenarios.clone(),
+        policies: a.policies.clone(),
     };
     let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 mod hedge;
@@ -142,8 +143,35 @@ pub(crate) fn kv_client(
         timeout: opts.op_timeout,
         policy: ReadPolicy::for_mode(opts.read_mode.as_deref(), opts.hedge_delay),
         leader: None,
-        hedge: HedgeState::new(addrs.len(), opts.hedge_delay),
+        hedge: shared_view(addrs, opts.hedge_delay),
     })
+}
+
+/// The latency view of each cluster this process has clients of, by its node addresses.
+type ViewsByCluster = Vec<(Vec<SocketAddr>, Weak<Mutex<HedgeState>>)>;
+static VIEWS: Mutex<ViewsByCluster> = Mutex::new(Vec::new());
+
+/// The latency view shared by every client of the cluster at `addrs` in this process, as
+/// the threads of one application share its client library: one client's hedge that
+/// found a replica slow keeps the others off it at once. Lives while its clients do.
+fn shared_view(addrs: &[SocketAddr], floor: Duration) -> Arc<Mutex<HedgeState>> {
+    let mut views = VIEWS.lock().unwrap_or_else(|e| e.into_inner());
+    views.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(v) = views
+        .iter()
+        .find(|(a, _)| a.as_slice() == addrs)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return v;
+    }
+    let v = Arc::new(Mutex::new(HedgeState::new(addrs.len(), floor)));
+    views.push((addrs.to_vec(), Arc::downgrade(&v)));
+    v
+}
+
+/// The view, even if a client panicked while holding it (its numbers are still usable).
+fn view(h: &Mutex<HedgeState>) -> MutexGuard<'_, HedgeState> {
+    h.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The nodes (indices into `addrs`) whose `GET /status` says they lead some shard
@@ -199,6 +227,7 @@ pub(crate) async fn all_shards_led(http: &reqwest::Client, addrs: &[SocketAddr])
 static READ_REQUESTS: AtomicU64 = AtomicU64::new(0);
 static READ_OPS: AtomicU64 = AtomicU64::new(0);
 static HEDGES: AtomicU64 = AtomicU64::new(0);
+static SHADOWS: AtomicU64 = AtomicU64::new(0);
 
 /// Process-wide read counters of the KV clients, for benchmarks and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -209,6 +238,8 @@ pub struct ReadCounters {
     pub requests: u64,
     /// Second requests sent by hedged reads.
     pub hedges: u64,
+    /// Shadow requests sent by hedged reads to replicas on probation.
+    pub shadows: u64,
 }
 
 impl ReadCounters {
@@ -218,6 +249,7 @@ impl ReadCounters {
             reads: READ_OPS.load(Ordering::Relaxed),
             requests: READ_REQUESTS.load(Ordering::Relaxed),
             hedges: HEDGES.load(Ordering::Relaxed),
+            shadows: SHADOWS.load(Ordering::Relaxed),
         }
     }
 
@@ -227,6 +259,7 @@ impl ReadCounters {
             reads: self.reads.saturating_sub(earlier.reads),
             requests: self.requests.saturating_sub(earlier.requests),
             hedges: self.hedges.saturating_sub(earlier.hedges),
+            shadows: self.shadows.saturating_sub(earlier.shadows),
         }
     }
 }
@@ -239,7 +272,8 @@ struct KvClient {
     policy: ReadPolicy,
     /// The node that last served a leader-only op: where the next one goes first.
     leader: Option<usize>,
-    hedge: HedgeState,
+    /// Shared with the cluster's other clients (see [`shared_view`]).
+    hedge: Arc<Mutex<HedgeState>>,
 }
 
 /// Result of one HTTP attempt.
@@ -369,10 +403,17 @@ impl KvClient {
 
     /// Hedged read: the first request to a replica not on probation; if no answer came
     /// after the running p95, a second request to the best other replica; the first
-    /// `ok` wins and the other request is dropped (its connection closed).
+    /// `ok` wins and the other request is dropped (its connection closed). Maybe a
+    /// shadow request to a replica on probation beside it.
     async fn hedged_read(&mut self, op: &Invocation, deadline: Instant) -> Completion {
-        let (first_node, second_node) = self.hedge.choose(self.home);
-        let delay = self.hedge.delay();
+        let (plan, delay) = {
+            let mut h = view(&self.hedge);
+            (h.choose(self.home, Instant::now()), h.delay())
+        };
+        if let Some(r) = plan.shadow {
+            self.shadow(r, op, deadline);
+        }
+        let (first_node, second_node) = (plan.first, plan.second);
         let began = Instant::now();
         let (c, first_took) = {
             let first = self.routed(first_node, op, deadline);
@@ -387,6 +428,9 @@ impl KvClient {
                     (Err((c, took)), took)
                 }
                 None => {
+                    // Slower than the p95 already: a strike at once, so that the other
+                    // clients keep off this replica while this read still waits.
+                    view(&self.hedge).first_slow(first_node);
                     let second_began = Instant::now();
                     // Counted when the second request is first polled, i.e. sent: `first`
                     // may win the select below before `second` is ever polled.
@@ -414,26 +458,47 @@ impl KvClient {
                 }
             }
         };
-        self.hedge.record_read(first_took);
+        let mut h = view(&self.hedge);
+        h.record_read(first_took);
         match c {
             Err((c, took)) => {
                 if is_ok(&c) {
-                    self.hedge.answered(first_node, took);
+                    h.answered(first_node, took);
                 } else {
-                    self.hedge.lost(first_node, took);
+                    h.lost(first_node, took);
                 }
                 c
             }
             Ok((c, winner, second_took)) => {
                 if winner == 1 && is_ok(&c) {
-                    self.hedge.answered(first_node, first_took);
+                    h.answered(first_node, first_took);
                 } else {
-                    self.hedge.lost(first_node, first_took);
-                    self.hedge.answered(second_node, second_took);
+                    h.lost(first_node, first_took);
+                    h.answered(second_node, second_took);
                 }
                 c
             }
         }
+    }
+
+    /// A shadow request: the same read to `replica` (on probation), in a task of its
+    /// own so that the read does not wait for it; its answer time (or its failure)
+    /// only updates the replica's score. A read changes nothing, so it is harmless.
+    fn shadow(&self, replica: usize, op: &Invocation, deadline: Instant) {
+        READ_REQUESTS.fetch_add(1, Ordering::Relaxed);
+        SHADOWS.fetch_add(1, Ordering::Relaxed);
+        let (http, hedge) = (self.http.clone(), self.hedge.clone());
+        let url = format!("http://{}/kv", self.addrs[replica]);
+        let body = json!({ "f": op.f, "key": op.key, "value": op.value });
+        tokio::spawn(async move {
+            let began = Instant::now();
+            let remaining = deadline.saturating_duration_since(began);
+            let ok = matches!(
+                post_json(&http, url, &body, remaining).await,
+                Posted::Answer(v) if v["type"] == "ok"
+            );
+            view(&hedge).shadow_done(replica, began.elapsed(), ok);
+        });
     }
 
     /// Read-all: every replica at once; the first `ok` wins, the rest are dropped.

@@ -2,14 +2,17 @@
 //! ("The Tail at Scale", Dean and Barroso, CACM 2013: "hedged requests" and
 //! "latency-induced probation").
 //!
-//! A client remembers how long its recent reads took ([`LatencyWindow`]) and how fast each
-//! replica has answered it lately ([`HedgeState`] scores). A hedged read goes to a replica
-//! that is not on probation; if it has not answered after the running p95 of recent reads
-//! (never less than a floor), a second request goes to the best other replica, and the
-//! first answer wins.
+//! The clients of one cluster in this process share one view ([`HedgeState`], as the
+//! threads of an application share its client library): how long recent first requests
+//! took ([`LatencyWindow`]) and how fast each replica has answered lately (scores). A
+//! hedged read goes to a replica that is not on probation; if it has not answered after
+//! the running p95 of recent first requests (never less than a floor), a second request
+//! goes to the best other replica, and the first answer wins. A replica on probation is
+//! asked nothing a read waits for; now and then a read also sends it a "shadow" request,
+//! whose answer only updates its score, so it comes back once it is fast again.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How the client spreads reads over replicas (`--read-mode`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -19,7 +22,8 @@ pub(crate) enum ReadPolicy {
     Leader,
     /// Each read goes to the client's home replica (`replica-read`).
     Replica,
-    /// Replica read plus a second request after the client's running p95 (`hedged`).
+    /// Replica read plus a second request after the clients' shared running p95, with
+    /// probation and shadow requests (`hedged`).
     Hedged {
         /// The hedge delay is never shorter than this.
         floor: Duration,
@@ -50,15 +54,14 @@ const WARMUP_DELAY: Duration = Duration::from_millis(10);
 pub(crate) const HEDGE_QUANTILE: f64 = 0.95;
 /// Weight of a new sample in a replica's score (exponentially weighted mean).
 const SCORE_WEIGHT: f64 = 0.3;
-/// Per read, the score of each replica not chosen first shrinks by this factor, so a
-/// replica on probation is tried again after a while (and stays there if still slow).
-const SCORE_DECAY: f64 = 0.98;
-/// A replica is on probation when its score exceeds the best one's times this, plus
-/// [`PROBATION_SLACK_MS`].
-const PROBATION_FACTOR: f64 = 2.0;
-/// See [`PROBATION_FACTOR`]: absolute slack, so sub-millisecond noise puts nobody on
-/// probation.
-const PROBATION_SLACK_MS: f64 = 1.0;
+/// A replica goes on probation when this many first requests to it in a row (from any
+/// client) were not answered within the hedge delay: a replica that is paused or whose
+/// link is slow does that at once, a healthy one (95% within the delay) rarely.
+pub(crate) const PROBATION_STRIKES: u32 = 2;
+/// A replica on probation gets a shadow request at most this often (and never while one
+/// is outstanding): often enough to notice within a few tens of ms that a pause ended,
+/// rarely enough to cost a few percent of requests at most.
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The last [`WINDOW`] latencies, with quantiles over them.
 #[derive(Debug, Clone, Default)]
@@ -92,13 +95,31 @@ impl LatencyWindow {
     }
 }
 
-/// One client's view of read latency: the window behind the hedge delay and a score per
-/// replica behind the choice of replicas.
+/// Where one hedged read sends its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadPlan {
+    /// The replica asked first.
+    pub(crate) first: usize,
+    /// The replica asked if the first has not answered after the hedge delay.
+    pub(crate) second: usize,
+    /// A replica on probation to send a shadow request to now, whose answer only updates
+    /// its score (report it with [`HedgeState::shadow_done`]).
+    pub(crate) shadow: Option<usize>,
+}
+
+/// The clients' shared view of read latency: the window behind the hedge delay and, per
+/// replica, a score behind the choice of replicas and the shadow-request bookkeeping.
 #[derive(Debug, Clone)]
 pub(crate) struct HedgeState {
     window: LatencyWindow,
     /// Exponentially weighted mean answer time per replica, in ms; None until known.
     scores: Vec<Option<f64>>,
+    /// First requests in a row per replica not answered within the hedge delay.
+    strikes: Vec<u32>,
+    probation: Vec<bool>,
+    /// When each replica last got a shadow request, and whether one is outstanding.
+    probed_at: Vec<Option<Instant>>,
+    probing: Vec<bool>,
     floor: Duration,
     /// The delay computed at the last refresh (recomputed every few samples).
     delay: Duration,
@@ -111,6 +132,10 @@ impl HedgeState {
         HedgeState {
             window: LatencyWindow::default(),
             scores: vec![None; replicas],
+            strikes: vec![0; replicas],
+            probation: vec![false; replicas],
+            probed_at: vec![None; replicas],
+            probing: vec![false; replicas],
             floor,
             delay: floor.max(WARMUP_DELAY),
             since_refresh: 0,
@@ -141,9 +166,34 @@ impl HedgeState {
         }
     }
 
-    /// Records that `replica` answered after `d`.
+    /// Records that `replica` answered after `d`. Within the hedge delay, that ends its
+    /// strikes and its probation: it is as fast as 95% of reads again.
     pub(crate) fn answered(&mut self, replica: usize, d: Duration) {
         self.score(replica, d.as_secs_f64() * 1000.0);
+        if d <= self.delay {
+            if let (Some(s), Some(p)) = (
+                self.strikes.get_mut(replica),
+                self.probation.get_mut(replica),
+            ) {
+                *s = 0;
+                *p = false;
+            }
+        }
+    }
+
+    /// Records that the first request to `replica` was not answered within the hedge
+    /// delay (the hedge fires): a strike; [`PROBATION_STRIKES`] in a row put it on
+    /// probation, at once for every client sharing this view.
+    pub(crate) fn first_slow(&mut self, replica: usize) {
+        if let (Some(s), Some(p)) = (
+            self.strikes.get_mut(replica),
+            self.probation.get_mut(replica),
+        ) {
+            *s += 1;
+            if *s >= PROBATION_STRIKES {
+                *p = true;
+            }
+        }
     }
 
     /// Records that a request to `replica` was cancelled after `d` without an answer
@@ -151,6 +201,19 @@ impl HedgeState {
     /// that is known is that it would have taken longer.
     pub(crate) fn lost(&mut self, replica: usize, d: Duration) {
         self.score(replica, 2.0 * d.as_secs_f64() * 1000.0);
+    }
+
+    /// Records the end of the shadow request to `replica` after `d`: answered (`ok`) or
+    /// not (failed or timed out, which counts as [`HedgeState::lost`]).
+    pub(crate) fn shadow_done(&mut self, replica: usize, d: Duration, ok: bool) {
+        if let Some(p) = self.probing.get_mut(replica) {
+            *p = false;
+        }
+        if ok {
+            self.answered(replica, d);
+        } else {
+            self.lost(replica, d);
+        }
     }
 
     fn score(&mut self, replica: usize, ms: f64) {
@@ -162,39 +225,54 @@ impl HedgeState {
         }
     }
 
+    /// A replica never heard from scores 0, so it is tried as a hedge target. The score
+    /// only orders hedge targets; probation comes from strikes.
     fn score_of(&self, replica: usize) -> f64 {
         self.scores.get(replica).copied().flatten().unwrap_or(0.0)
     }
 
-    /// True when `replica` answers markedly slower than the best replica.
+    /// True when `replica` is on probation: asked first by nobody, and a hedge target
+    /// only if every other replica is on probation too.
     pub(crate) fn on_probation(&self, replica: usize) -> bool {
-        let best = (0..self.scores.len())
-            .map(|r| self.score_of(r))
-            .fold(f64::INFINITY, f64::min);
-        self.score_of(replica) > best * PROBATION_FACTOR + PROBATION_SLACK_MS
+        self.probation.get(replica).copied().unwrap_or(false)
     }
 
-    /// The replicas for the next read: the first request goes to `home` unless it is on
-    /// probation (then to the next replica after it that is not); the second, if any,
-    /// to the best-scored other replica. Scores of replicas not asked first decay.
-    pub(crate) fn choose(&mut self, home: usize) -> (usize, usize) {
+    /// The replicas for the next read at `now`: the first request goes to `home` unless
+    /// it is on probation (then to the next replica after it that is not); the second,
+    /// if any, to the best-scored other replica that is not on probation (if every
+    /// other one is, the best-scored). A replica on probation whose last shadow request
+    /// is done and [`PROBE_INTERVAL`] old gets a new one.
+    pub(crate) fn choose(&mut self, home: usize, now: Instant) -> ReadPlan {
         let n = self.scores.len().max(1);
         let first = (0..n)
             .map(|k| (home + k) % n)
             .find(|&r| !self.on_probation(r))
             .unwrap_or(home % n);
+        let by_score = |a: &usize, b: &usize| {
+            (self.on_probation(*a), self.score_of(*a))
+                .partial_cmp(&(self.on_probation(*b), self.score_of(*b)))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        };
         let second = (1..n)
             .map(|k| (first + k) % n)
-            .min_by(|&a, &b| self.score_of(a).total_cmp(&self.score_of(b)))
+            .min_by(by_score)
             .unwrap_or(first);
-        for (r, s) in self.scores.iter_mut().enumerate() {
-            if r != first {
-                if let Some(v) = s {
-                    *v *= SCORE_DECAY;
-                }
-            }
+        let shadow = (0..n).find(|&r| {
+            r != first
+                && self.on_probation(r)
+                && !self.probing[r]
+                && !matches!(self.probed_at[r],
+                    Some(t) if now.saturating_duration_since(t) < PROBE_INTERVAL)
+        });
+        if let Some(r) = shadow {
+            self.probing[r] = true;
+            self.probed_at[r] = Some(now);
         }
-        (first, second)
+        ReadPlan {
+            first,
+            second,
+            shadow,
+        }
     }
 }
 
@@ -246,33 +324,78 @@ mod tests {
         assert_eq!(h.delay(), ms(2));
     }
 
-    #[test]
-    fn a_slow_home_replica_goes_on_probation_and_is_retried_later() {
-        let mut h = HedgeState::new(3, ms(1));
+    /// A view with a settled hedge delay of 2 ms and every replica answering in 1 ms.
+    fn settled() -> HedgeState {
+        let mut h = HedgeState::new(3, ms(2));
+        for _ in 0..WINDOW {
+            h.record_read(ms(1));
+        }
+        assert_eq!(h.delay(), ms(2));
         for r in 0..3 {
             h.answered(r, ms(1));
         }
-        assert_eq!(h.choose(0).0, 0);
-        // Replica 0 loses to a hedge a few times: the client stops asking it first and
-        // asks the next replica instead.
-        for _ in 0..3 {
-            h.lost(0, ms(12));
-        }
+        h
+    }
+
+    #[test]
+    fn a_slow_home_replica_goes_on_probation_and_gets_only_shadow_requests() {
+        let t0 = Instant::now();
+        let mut h = settled();
+        let plan = h.choose(0, t0);
+        assert_eq!((plan.first, plan.shadow), (0, None));
+        // Replica 0 misses the hedge delay twice in a row: nobody asks it first any
+        // more, and it is not a hedge target either.
+        h.first_slow(0);
+        assert!(!h.on_probation(0));
+        h.first_slow(0);
+        h.lost(0, ms(3));
         assert!(h.on_probation(0));
-        let (first, second) = h.choose(0);
-        assert_eq!(first, 1);
-        assert_eq!(second, 2);
-        // Its score decays while others answer fast, so it is tried again eventually.
-        let mut retried = false;
-        for _ in 0..500 {
-            let (first, _) = h.choose(0);
-            if first == 0 {
-                retried = true;
-                break;
-            }
-            h.answered(first, ms(1));
+        let plan = h.choose(0, t0);
+        assert_eq!((plan.first, plan.second), (1, 2));
+        assert_eq!(h.choose(1, t0).second, 2);
+        // That read carried a shadow request to it; while it is outstanding, and then
+        // until PROBE_INTERVAL has passed, no other is sent.
+        assert_eq!(plan.shadow, Some(0));
+        assert_eq!(h.choose(0, t0 + PROBE_INTERVAL * 3).shadow, None);
+        h.shadow_done(0, ms(50), true);
+        assert!(h.on_probation(0));
+        assert_eq!(h.choose(2, t0 + PROBE_INTERVAL / 2).shadow, None);
+        let later = t0 + PROBE_INTERVAL;
+        assert_eq!(h.choose(2, later).shadow, Some(0));
+        // A shadow answered within the hedge delay ends the probation: it is asked
+        // first again and gets no more shadows.
+        h.shadow_done(0, ms(1), true);
+        assert!(!h.on_probation(0));
+        assert_eq!(h.choose(0, later + PROBE_INTERVAL).first, 0);
+        assert_eq!(h.choose(1, later + PROBE_INTERVAL * 2).shadow, None);
+    }
+
+    #[test]
+    fn strikes_must_be_in_a_row_and_a_failed_shadow_keeps_probation() {
+        let t0 = Instant::now();
+        let mut h = settled();
+        // An answer within the delay between two slow ones: no probation.
+        h.first_slow(1);
+        h.answered(1, ms(1));
+        h.first_slow(1);
+        assert!(!h.on_probation(1));
+        // An answer slower than the delay does not forgive a strike.
+        h.answered(1, ms(5));
+        h.first_slow(1);
+        assert!(h.on_probation(1));
+        let plan = h.choose(1, t0);
+        assert_eq!(plan.first, 2);
+        assert_eq!(plan.shadow, Some(1));
+        let before = h.score_of(1);
+        h.shadow_done(1, ms(10), false);
+        assert!(h.score_of(1) > before);
+        assert!(h.on_probation(1));
+        // Everyone on probation: the home replica is asked first regardless.
+        for r in [0, 2] {
+            h.first_slow(r);
+            h.first_slow(r);
         }
-        assert!(retried);
+        assert_eq!(h.choose(2, t0).first, 2);
     }
 
     #[test]
