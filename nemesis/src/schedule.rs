@@ -33,6 +33,7 @@ const CLASSES: &[&[&str]] = &[
         "partition",
         "partition-leader",
         "leader-churn",
+        "figure-8",
         "slow",
         "loss",
         "slow-client",
@@ -50,7 +51,12 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         .faults
         .iter()
         .map(String::as_str)
-        .filter(|k| !matches!(*k, "partition" | "partition-leader" | "leader-churn") || n >= 2)
+        .filter(|k| {
+            !matches!(
+                *k,
+                "partition" | "partition-leader" | "leader-churn" | "figure-8"
+            ) || n >= 2
+        })
         .collect();
     if kinds.is_empty() || n == 0 || iv == 0 {
         return Vec::new();
@@ -188,6 +194,13 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
         // Who to cut off is decided while the fault runs, from who leads.
         "leader-churn" => FaultAction::Partition {
             shape: "leader-churn".into(),
+            groups: Vec::new(),
+            blocked: Vec::new(),
+            mode: CutMode::Blackhole,
+        },
+        // Raft's figure 8, staged round after round from who leads (runner/figure8.rs).
+        "figure-8" => FaultAction::Partition {
+            shape: "figure-8".into(),
             groups: Vec::new(),
             blocked: Vec::new(),
             mode: CutMode::Blackhole,

@@ -30,6 +30,7 @@ const NETWORK_FAULTS: &[&str] = &[
     "partition",
     "partition-leader",
     "leader-churn",
+    "figure-8",
     "loss",
     "slow",
 ];
