@@ -9,6 +9,9 @@ use crate::network::CutMode;
 use crate::plan::{names, node_name, ClockMode, FaultAction, PlannedFault, Target};
 use crate::spec::NemesisSpec;
 
+/// Shortest `figure-8` fault: a round (hold, three elections, settle) takes 3-5 s.
+const FIGURE8_MIN_MS: u64 = 9_000;
+
 /// Upper bound on schedule length, whatever the duration and interval.
 const MAX_FAULTS: usize = 10_000;
 
@@ -149,7 +152,11 @@ fn timeline(
     let mut t = span(rng);
     while t < duration_ms && out.len() < MAX_FAULTS {
         let kind = kinds[rng.gen_range(0..kinds.len())];
-        let for_ms = span(rng);
+        let mut for_ms = span(rng);
+        if kind == "figure-8" {
+            // room for two of its rounds, whatever the interval
+            for_ms = for_ms.max(FIGURE8_MIN_MS);
+        }
         out.push(PlannedFault {
             at_ms: t,
             for_ms,

@@ -1,17 +1,21 @@
 //! The `figure-8` fault: Raft's figure 8 (§5.4.2) staged on purpose, round after round,
 //! from who leads. Each round:
 //!
-//! 1. cut off the leader L1 (it keeps taking writes its followers never see) and slow its
-//!    answers to clients;
+//! 0. cut every node off from every other, until L1 has stepped down (its pending reads
+//!    fail, freeing their clients; its pending writes stay), and slow every node's answers
+//!    to clients;
+//! 1. keep the leader L1 cut off (it holds writes its followers never saw); the others
+//!    talk again, over slow links;
 //! 2. once another node L2 leads, cut L2 off instead, before it replicates anything, and
 //!    reconnect L1;
-//! 3. once L1 (or a node other than L2) leads again, cut it off at once and reconnect L2;
+//! 3. once L1 (or a node other than L2) has led again for a moment, cut it off and
+//!    reconnect L2;
 //! 4. once L2 leads again, heal, let the cluster settle, and start the next round.
 //!
 //! With three nodes step 3 can only elect L1 (the remaining follower lacks L1's entries, L2
 //! is cut off), which replicates its old-term entries to that follower. A correct leader
 //! commits them only with an entry of its own term; a buggy one counts them committed at
-//! once. Its clients' answers are delayed, so the clients it acknowledged do not come back
+//! once. Answers to clients are delayed, so the clients it acknowledged do not come back
 //! with writes of the new term before it is cut off; then L2, whose last entry's term is
 //! higher, wins the follower's vote and overwrites what was acknowledged.
 
@@ -40,9 +44,10 @@ const HOLD_MS: u64 = 900;
 const GRACE_MS: u64 = 10;
 /// A stage that has not moved on after this long gives the round up.
 const STAGE_LIMIT_MS: u64 = 3_000;
-/// Delay on the first leader's answers to its clients while a round runs: the clients it
-/// acknowledges must not come back with writes before it is cut off again.
-pub(super) const SLOW_ANSWERS: Duration = Duration::from_millis(100);
+/// Delay on every node's answers to its clients while a round runs: the clients the third
+/// leader acknowledges, and those still looking for a leader, must not come to it with
+/// writes of its term in the moment before it is cut off.
+pub(super) const SLOW_ANSWERS: Duration = Duration::from_millis(150);
 /// Delay on the links among the other nodes while they elect the second leader, so that
 /// its first entries are still in flight when it is cut off.
 pub(super) const SLOW_PEERS: Duration = Duration::from_millis(100);
@@ -84,8 +89,8 @@ pub(super) struct Shape {
     pub(super) isolated: Option<usize>,
     /// The links among the nodes other than `isolated` delayed by `SLOW_PEERS`.
     pub(super) slow_peers: bool,
-    /// This node's answers to its clients delayed by `SLOW_ANSWERS`.
-    pub(super) slow_answers: Option<usize>,
+    /// Every node's answers to its clients delayed by `SLOW_ANSWERS`.
+    pub(super) slow_answers: bool,
 }
 
 /// A stage change: the new stage, and if the network must change, the new network and
@@ -96,10 +101,10 @@ pub(super) struct Transition {
     pub(super) net: Option<(Shape, &'static str)>,
 }
 
-fn cut(isolated: usize, slow: usize) -> Shape {
+fn cut(isolated: usize) -> Shape {
     Shape {
         isolated: Some(isolated),
-        slow_answers: Some(slow),
+        slow_answers: true,
         ..Shape::default()
     }
 }
@@ -125,7 +130,7 @@ pub(super) fn advance(stage: Stage, leaders: &[usize], age_ms: u64) -> Option<Tr
             let &first = leaders.first().filter(|_| age_ms >= SETTLE_MS)?;
             let shape = Shape {
                 cut_all: true,
-                slow_answers: Some(first),
+                slow_answers: true,
                 ..Shape::default()
             };
             Some(Transition {
@@ -136,7 +141,7 @@ pub(super) fn advance(stage: Stage, leaders: &[usize], age_ms: u64) -> Option<Tr
         Stage::Hold { first } => {
             let shape = Shape {
                 slow_peers: true,
-                ..cut(first, first)
+                ..cut(first)
             };
             (age_ms >= HOLD_MS).then_some(Transition {
                 stage: Stage::AwaitSecond { first },
@@ -152,7 +157,7 @@ pub(super) fn advance(stage: Stage, leaders: &[usize], age_ms: u64) -> Option<Tr
                         first_down: !leads(first),
                         seen: None,
                     },
-                    net: Some((cut(second, first), "cut-second-leader")),
+                    net: Some((cut(second), "cut-second-leader")),
                 });
             }
             timed_out.then(|| healed("give-up"))
@@ -177,7 +182,7 @@ pub(super) fn advance(stage: Stage, leaders: &[usize], age_ms: u64) -> Option<Tr
                             third,
                             second_down: !leads(second),
                         },
-                        net: Some((cut(third, first), "cut-third-leader")),
+                        net: Some((cut(third), "cut-third-leader")),
                     });
                 }
                 (Some(third), s) if s.map(|(i, _)| i) != Some(third) => {
@@ -273,8 +278,12 @@ pub(super) fn shape_part(shape: Shape, n: usize) -> Result<NetPart, crate::Nemes
         // links between the others and the isolated node are cut anyway
         parts.push(NetPart::Slow(others, SLOW_PEERS, Duration::ZERO));
     }
-    if let Some(i) = shape.slow_answers {
-        parts.push(NetPart::SlowClient(vec![i], SLOW_ANSWERS, Duration::ZERO));
+    if shape.slow_answers {
+        parts.push(NetPart::SlowClient(
+            (0..n).collect(),
+            SLOW_ANSWERS,
+            Duration::ZERO,
+        ));
     }
     Ok(NetPart::Several(parts))
 }
@@ -312,7 +321,7 @@ impl Nemesis {
                        "cut_all": shape.cut_all,
                        "isolated": shape.isolated.map(crate::node_name),
                        "slow_peers_ms": if shape.slow_peers { SLOW_PEERS.as_millis() as u64 } else { 0 },
-                       "slow_answers": shape.slow_answers.map(crate::node_name)});
+                       "slow_answers_ms": if shape.slow_answers { SLOW_ANSWERS.as_millis() as u64 } else { 0 }});
         match result {
             Ok(()) => recorder.record("figure-8", v),
             Err(e) => {
@@ -373,7 +382,7 @@ mod tests {
         );
         let every = Shape {
             cut_all: true,
-            slow_answers: Some(0),
+            slow_answers: true,
             ..Shape::default()
         };
         assert_eq!(steps[0].1, every);
@@ -381,11 +390,11 @@ mod tests {
             steps[1].1,
             Shape {
                 slow_peers: true,
-                ..cut(0, 0)
+                ..cut(0)
             }
         );
-        assert_eq!(steps[2].1, cut(2, 0));
-        assert_eq!(steps[3].1, cut(0, 0));
+        assert_eq!(steps[2].1, cut(2));
+        assert_eq!(steps[3].1, cut(0));
         assert_eq!(steps[4].1, Shape::default());
     }
 
@@ -414,7 +423,7 @@ mod tests {
         let seen = advance(down.stage, &[0, 1], 500).unwrap();
         assert_eq!(seen.net, None);
         let t = advance(seen.stage, &[0, 1], 500 + GRACE_MS).unwrap();
-        assert_eq!(t.net, Some((cut(0, 0), "cut-third-leader")));
+        assert_eq!(t.net, Some((cut(0), "cut-third-leader")));
     }
 
     #[test]
@@ -428,7 +437,7 @@ mod tests {
         };
         let seen = advance(stage, &[0, 1, 3], 50).unwrap().stage;
         let t = advance(seen, &[0, 1, 3], 50 + GRACE_MS).unwrap();
-        assert_eq!(t.net, Some((cut(3, 0), "cut-third-leader")));
+        assert_eq!(t.net, Some((cut(3), "cut-third-leader")));
     }
 
     #[test]
@@ -457,7 +466,7 @@ mod tests {
                 first: 0,
                 second: 1,
                 third: 0,
-                second_down: false,
+                second_down: true,
             },
         ];
         for s in stages {
@@ -472,14 +481,14 @@ mod tests {
 
     #[test]
     fn shapes_become_cuts_slow_links_and_a_slowed_client_link() {
-        let NetPart::Several(parts) = shape_part(cut(1, 0), 3).unwrap() else {
+        let NetPart::Several(parts) = shape_part(cut(1), 3).unwrap() else {
             panic!("not several")
         };
         assert_eq!(parts.len(), 2);
         assert!(matches!(&parts[0], NetPart::Cut(flows, CutMode::Blackhole)
             if flows == &vec![(0, 1), (1, 0), (1, 2), (2, 1)]));
         assert!(matches!(&parts[1], NetPart::SlowClient(nodes, d, _)
-            if nodes == &vec![0] && *d == SLOW_ANSWERS));
+            if nodes == &vec![0, 1, 2] && *d == SLOW_ANSWERS));
         let all = Shape {
             cut_all: true,
             ..Shape::default()
@@ -490,7 +499,7 @@ mod tests {
         assert!(matches!(&parts[0], NetPart::Cut(flows, _) if flows.len() == 6));
         let slow = Shape {
             slow_peers: true,
-            ..cut(0, 0)
+            ..cut(0)
         };
         let NetPart::Several(parts) = shape_part(slow, 3).unwrap() else {
             panic!("not several")
