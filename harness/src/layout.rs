@@ -94,12 +94,15 @@ impl NetworkLayout {
         let faults_wanted = !nemesis_spec.faults.is_empty();
         // Client ports get proxies only when a client-link fault may need them.
         let direct_clients: Vec<SocketAddr> = layouts.iter().map(|l| l.client_addr).collect();
-        let proxied_clients: &[SocketAddr] =
-            if nemesis_spec.faults.iter().any(|f| f == "slow-client") {
-                &direct_clients
-            } else {
-                &[]
-            };
+        let proxied_clients: &[SocketAddr] = if nemesis_spec
+            .faults
+            .iter()
+            .any(|f| f == "slow-client" || f == "figure-8")
+        {
+            &direct_clients
+        } else {
+            &[]
+        };
         let mesh =
             crate::mesh::start_mesh_with_clients(&peer_targets, proxied_clients, faults_wanted)
                 .await?;

@@ -36,6 +36,7 @@
 //! | slow      | `start-slow`      | `stop-slow`      | `{"nodes":["n1"],"delay_ms":50,"jitter_ms":12}` |
 //! | loss      | `start-loss`      | `stop-loss`      | `{"nodes":["n1"],"fraction":0.2}`             |
 //! | slow-client | `start-slow-client` | `stop-slow-client` | `{"nodes":["n3"],"target":"follower","delay_ms":50,"jitter_ms":0}` |
+//! | figure-8  | `start-partition`, then `figure-8` per step | `stop-partition` | `{"step":"cut-second-leader","leaders":["n2"],"cut_all":false,"isolated":"n2","slow_peers_ms":0,"slow_answers_ms":150}` |
 //! | strobe-pause | `start-strobe-pause` | `stop-strobe-pause` | `{"nodes":["n1"],"target":"leader","stop_ms":30,"every_ms":300}` |
 //!
 //! A fault that could not be applied carries an `"error"` field. [`Nemesis::heal`] records
@@ -113,6 +114,7 @@ pub const KNOWN_FAULTS: &[&str] = &[
     "partition",
     "partition-leader",
     "leader-churn",
+    "figure-8",
     "kill",
     "kill-one",
     "pause",
@@ -130,6 +132,7 @@ pub const NETWORK_FAULTS: &[&str] = &[
     "partition",
     "partition-leader",
     "leader-churn",
+    "figure-8",
     "slow",
     "loss",
 ];

@@ -81,7 +81,8 @@ pub enum FaultAction {
         /// The shape's name: `halves`, `random-halves`, `isolate`, `isolate-leader`,
         /// `majority-minority`,
         /// `majorities-ring`, `bridge`, `one-way`, `leader-churn` (follows each new leader,
-        /// see `--nemesis leader-churn`), or anything for hand-written plans.
+        /// see `--nemesis leader-churn`), `figure-8` (stages Raft's figure 8 round after
+        /// round from who leads, see `--nemesis figure-8`), or anything for hand-written plans.
         shape: String,
         /// The groups, for display; if `blocked` is empty, every message between nodes
         /// of different groups is blocked.

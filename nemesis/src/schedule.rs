@@ -9,6 +9,9 @@ use crate::network::CutMode;
 use crate::plan::{names, node_name, ClockMode, FaultAction, PlannedFault, Target};
 use crate::spec::NemesisSpec;
 
+/// Shortest `figure-8` fault: a round (hold, three elections, settle) takes 3-5 s.
+const FIGURE8_MIN_MS: u64 = 9_000;
+
 /// Upper bound on schedule length, whatever the duration and interval.
 const MAX_FAULTS: usize = 10_000;
 
@@ -33,6 +36,7 @@ const CLASSES: &[&[&str]] = &[
         "partition",
         "partition-leader",
         "leader-churn",
+        "figure-8",
         "slow",
         "loss",
         "slow-client",
@@ -50,7 +54,12 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         .faults
         .iter()
         .map(String::as_str)
-        .filter(|k| !matches!(*k, "partition" | "partition-leader" | "leader-churn") || n >= 2)
+        .filter(|k| {
+            !matches!(
+                *k,
+                "partition" | "partition-leader" | "leader-churn" | "figure-8"
+            ) || n >= 2
+        })
         .collect();
     if kinds.is_empty() || n == 0 || iv == 0 {
         return Vec::new();
@@ -143,7 +152,11 @@ fn timeline(
     let mut t = span(rng);
     while t < duration_ms && out.len() < MAX_FAULTS {
         let kind = kinds[rng.gen_range(0..kinds.len())];
-        let for_ms = span(rng);
+        let mut for_ms = span(rng);
+        if kind == "figure-8" {
+            // room for two of its rounds, whatever the interval
+            for_ms = for_ms.max(FIGURE8_MIN_MS);
+        }
         out.push(PlannedFault {
             at_ms: t,
             for_ms,
@@ -188,6 +201,13 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
         // Who to cut off is decided while the fault runs, from who leads.
         "leader-churn" => FaultAction::Partition {
             shape: "leader-churn".into(),
+            groups: Vec::new(),
+            blocked: Vec::new(),
+            mode: CutMode::Blackhole,
+        },
+        // Raft's figure 8, staged round after round from who leads (runner/figure8.rs).
+        "figure-8" => FaultAction::Partition {
+            shape: "figure-8".into(),
             groups: Vec::new(),
             blocked: Vec::new(),
             mode: CutMode::Blackhole,

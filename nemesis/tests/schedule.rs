@@ -300,3 +300,30 @@ fn partition_leader_always_isolates_the_leader() {
         "one node cannot be cut off"
     );
 }
+
+/// `figure-8` plans partitions resolved at run time, each long enough for two rounds, in
+/// the network class (never overlapping another network fault).
+#[test]
+fn figure_8_faults_are_long_partitions_resolved_at_run_time() {
+    let p = plan("figure-8", 3, 3);
+    assert!(p.len() > 10, "{} faults", p.len());
+    for f in &p {
+        let FaultAction::Partition { shape, groups, .. } = &f.action else {
+            panic!("figure-8 planned {f:?}");
+        };
+        assert_eq!(shape, "figure-8");
+        assert!(groups.is_empty(), "rounds are staged when it runs");
+        assert!(f.for_ms >= 9_000, "{f:?}");
+    }
+    let mixed = plan("partition,figure-8", 2, 3);
+    assert!(mixed
+        .iter()
+        .any(|f| matches!(&f.action, FaultAction::Partition { shape, .. } if shape == "figure-8")));
+    for w in mixed.windows(2) {
+        assert!(w[0].at_ms + w[0].for_ms <= w[1].at_ms);
+    }
+    assert!(
+        plan("figure-8", 3, 1).is_empty(),
+        "one node has no figure 8"
+    );
+}

@@ -54,6 +54,7 @@ pub(crate) fn list_text() -> String {
         ("partition", "network partitions through the proxy mesh (halves, isolate one, isolate the leader, majorities ring, bridge, one-way)"),
         ("partition-leader", "cut the current leader off from every other node (the isolate-leader shape every time)"),
         ("leader-churn", "cut the leader off; each time another node takes over, cut that one off instead (three hand-overs per fault)"),
+        ("figure-8", "stage Raft's figure 8 round after round (3 nodes): cut every node off until the leader steps down; keep it cut off while the others elect a successor over slow links; cut the successor off the moment it leads and bring the first back; cut that one off just after it leads again (answers to clients slowed meanwhile) and bring the successor back"),
         ("kill", "kill -9 and restart nodes (one, a minority, a majority, all, the leader)"),
         ("kill-one", "kill -9 and restart one node at a time (a crash a majority survives)"),
         ("pause", "SIGSTOP / SIGCONT nodes"),

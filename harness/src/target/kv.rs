@@ -41,7 +41,7 @@ const BUGS: &[BugInfo<'static>] = &[
     },
     BugInfo {
         name: "commit-old-term",
-        description: "commits entries of an earlier term by counting replicas (Raft figure 8); they can later be overwritten (fault: leader-churn, append workload)",
+        description: "commits entries of an earlier term by counting replicas (Raft figure 8); they can later be overwritten (fault: figure-8 on 3 nodes, append workload)",
     },
     BugInfo {
         name: "lease-no-margin",

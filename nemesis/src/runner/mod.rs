@@ -15,10 +15,12 @@ use crate::proxy::ProxyMesh;
 use crate::spec::NemesisSpec;
 use crate::{schedule, ClusterControl, NemesisError, NemesisRecorder};
 
+mod figure8;
 mod heal;
 mod net_parts;
 mod strobe;
 mod ticks;
+use figure8::Figure8Job;
 use heal::set_offsets;
 use net_parts::{rebuild, NetPart};
 use strobe::StrobeJob;
@@ -53,6 +55,7 @@ enum Started {
     Net,
     Clock(ClockJob),
     Churn(ChurnJob),
+    Figure8(Figure8Job),
     Strobe(StrobeJob),
     Failed,
 }
@@ -143,6 +146,7 @@ impl Nemesis {
                 .filter_map(|s| match s {
                     Started::Clock(job) if job.mode != ClockMode::Bump => Some(job.next_tick),
                     Started::Churn(job) if job.handovers_left > 0 => Some(job.next_tick),
+                    Started::Figure8(job) => Some(job.next_tick),
                     Started::Strobe(job) => Some(job.next_tick),
                     _ => None,
                 })
@@ -164,6 +168,9 @@ impl Nemesis {
                     }
                     Started::Churn(job) if job.handovers_left > 0 && job.next_tick <= now => {
                         self.churn_tick(cluster, recorder, k, job, n).await;
+                    }
+                    Started::Figure8(job) if job.next_tick <= now => {
+                        self.figure8_tick(cluster, recorder, k, job, n).await;
                     }
                     Started::Strobe(job) if job.next_tick <= now => {
                         self.strobe_tick(cluster, job, now).await;
@@ -310,6 +317,16 @@ impl Nemesis {
                 blocked,
                 mode,
             } => {
+                if shape == "figure-8" {
+                    // The rounds are staged from who leads while the fault runs; it starts
+                    // with a healed network.
+                    let desc = partition_value(shape, groups, blocked, *mode);
+                    let part = Ok(NetPart::Several(Vec::new()));
+                    return match self.start_net(recorder, k, "start-partition", desc, part, n) {
+                        Started::Net => Started::Figure8(Figure8Job::new(Instant::now())),
+                        other => other,
+                    };
+                }
                 // `isolate-leader` and `leader-churn` are resolved now: cut off whoever
                 // leads at this moment.
                 let resolved;
@@ -504,7 +521,7 @@ impl Nemesis {
                 let v = json!({"nodes": names(&nodes)});
                 recorder.record("stop-strobe-pause", with_error(v, &errors));
             }
-            (Started::Net | Started::Churn(_), action) => {
+            (Started::Net | Started::Churn(_) | Started::Figure8(_), action) => {
                 let kind = action.kind();
                 let mut slowed = None;
                 let result = match &self.network {

@@ -13,6 +13,8 @@ pub(super) enum NetPart {
     Loss(Vec<usize>, f64),
     /// Answers of these nodes to their clients are delayed (delay, jitter).
     SlowClient(Vec<usize>, Duration, Duration),
+    /// Several parts at once (a `figure-8` round cuts one node and slows another's answers).
+    Several(Vec<NetPart>),
 }
 
 impl NetPart {
@@ -22,6 +24,8 @@ impl NetPart {
             NetPart::Slow(..) => "slow",
             NetPart::Loss(..) => "loss",
             NetPart::SlowClient(..) => "slow-client",
+            // a `figure-8` round: its cuts are what matters
+            NetPart::Several(..) => "partition",
         }
     }
 }
@@ -44,29 +48,35 @@ fn flows_touching(nodes: &[usize], n: usize) -> Vec<(usize, usize)> {
 pub(super) fn rebuild(parts: &BTreeMap<usize, NetPart>, n: usize) -> NetFaults {
     let mut net = NetFaults::new();
     for part in parts.values() {
-        match part {
-            NetPart::Cut(flows, mode) => flows.iter().for_each(|&(a, b)| net.cut(a, b, *mode)),
-            NetPart::Slow(nodes, delay, jitter) => {
-                for (a, b) in flows_touching(nodes, n) {
-                    let f = net.flow_mut(a, b);
-                    f.delay = f.delay.max(*delay);
-                    f.jitter = f.jitter.max(*jitter);
-                }
+        add(&mut net, part, n);
+    }
+    net
+}
+
+/// Adds one part's faults to `net`.
+fn add(net: &mut NetFaults, part: &NetPart, n: usize) {
+    match part {
+        NetPart::Several(parts) => parts.iter().for_each(|p| add(net, p, n)),
+        NetPart::Cut(flows, mode) => flows.iter().for_each(|&(a, b)| net.cut(a, b, *mode)),
+        NetPart::Slow(nodes, delay, jitter) => {
+            for (a, b) in flows_touching(nodes, n) {
+                let f = net.flow_mut(a, b);
+                f.delay = f.delay.max(*delay);
+                f.jitter = f.jitter.max(*jitter);
             }
-            NetPart::Loss(nodes, fraction) => {
-                for (a, b) in flows_touching(nodes, n) {
-                    let f = net.flow_mut(a, b);
-                    f.loss = f.loss.max(*fraction);
-                }
+        }
+        NetPart::Loss(nodes, fraction) => {
+            for (a, b) in flows_touching(nodes, n) {
+                let f = net.flow_mut(a, b);
+                f.loss = f.loss.max(*fraction);
             }
-            NetPart::SlowClient(nodes, delay, jitter) => {
-                for &i in nodes {
-                    let f = net.client_mut(i);
-                    f.delay = f.delay.max(*delay);
-                    f.jitter = f.jitter.max(*jitter);
-                }
+        }
+        NetPart::SlowClient(nodes, delay, jitter) => {
+            for &i in nodes {
+                let f = net.client_mut(i);
+                f.delay = f.delay.max(*delay);
+                f.jitter = f.jitter.max(*jitter);
             }
         }
     }
-    net
 }
