@@ -97,7 +97,7 @@ impl NetworkLayout {
         let proxied_clients: &[SocketAddr] = if nemesis_spec
             .faults
             .iter()
-            .any(|f| f == "slow-client" || f == "figure-8")
+            .any(|f| splitbrain_nemesis::CLIENT_LINK_FAULTS.contains(&f.as_str()))
         {
             &direct_clients
         } else {

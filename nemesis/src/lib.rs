@@ -137,6 +137,10 @@ pub const NETWORK_FAULTS: &[&str] = &[
     "loss",
 ];
 
+/// The faults that act on the links between clients and nodes: a run with one of them
+/// needs a proxy in front of each node's client port (the proxy mesh offers them).
+pub const CLIENT_LINK_FAULTS: &[&str] = &["slow-client", "figure-8"];
+
 /// What the nemesis may do to the cluster's processes. Implemented by the harness, which
 /// owns the node processes. Nodes are numbered 0..n; their names are `n1`..`nN`.
 pub trait ClusterControl: Send + Sync + 'static {
