@@ -31,19 +31,35 @@ pub(crate) fn parse<'a>(text: &'a str, out: &mut Vec<Node<'a>>) -> bool {
 /// is left as it was.
 pub(crate) fn parse_append<'a>(text: &'a str, out: &mut Vec<Node<'a>>) -> bool {
     let before = out.len();
-    let mut p = Parser {
-        text,
-        bytes: text.as_bytes(),
-        i: 0,
-    };
-    let ok = p.value(out, 0) && {
+    let ok = parse_prefix(text, 0, out).is_some_and(|end| {
+        let mut p = Parser {
+            text,
+            bytes: text.as_bytes(),
+            i: end,
+        };
         p.skip_ws();
         p.i == p.bytes.len()
-    };
+    });
     if !ok {
         out.truncate(before);
     }
     ok
+}
+
+/// Parses the one value that starts at byte `start` of `text` (after any whitespace),
+/// appending its nodes to `out`; the byte just past it, or `None` (with `out` left
+/// meaningless past its old length) when it is outside the subset.
+pub(crate) fn parse_prefix<'a>(
+    text: &'a str,
+    start: usize,
+    out: &mut Vec<Node<'a>>,
+) -> Option<usize> {
+    let mut p = Parser {
+        text,
+        bytes: text.as_bytes(),
+        i: start,
+    };
+    p.value(out, 0).then_some(p.i)
 }
 
 /// For JSON whose syntax is already known to be valid: true when serde_json will surely

@@ -3,6 +3,7 @@
 //! are kept. Errors are the ones the eager reader gives (`file:line: expected a JSON op
 //! object: ...`), for the same first malformed line.
 
+use super::json_line::{self, OpLine};
 use super::{is_txn_value, missing_f_reason, ParseContext};
 use crate::history::lazy::Span;
 use crate::history::{
@@ -44,6 +45,25 @@ fn fits(raw: Option<&RawValue>) -> bool {
     raw.is_none_or(|r| {
         simple_json::surely_fits(r.get())
             || serde_json::from_str::<serde_json::Value>(r.get()).is_ok()
+    })
+}
+
+/// Reads `line` with serde_json as the eager reader would (its errors are the reader's),
+/// for lines outside [`json_line`]'s shape.
+pub(super) fn serde_light(line: &str) -> Result<OpLine<'_>, serde_json::Error> {
+    let light = serde_json::from_str::<LightOp>(line)?;
+    // Raw values were only checked for syntax; make sure serde_json can build a
+    // `Value` from each (number range, nesting), as the eager reader would.
+    if !(fits(light.value) && fits(light.key) && fits(light.error)) {
+        serde_json::from_str::<Op>(line)?;
+    }
+    Ok(OpLine {
+        index: light.index,
+        time: light.time,
+        process: light.process,
+        op_type: light.op_type,
+        f: light.f,
+        value: light.value.map(RawValue::get),
     })
 }
 
@@ -156,6 +176,7 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
         len: s.len() as u32,
     };
     let mut out = Chunk::default();
+    let mut scratch = Vec::new();
     for (i, line) in chunk.lines().enumerate() {
         out.line_count = i + 1;
         let line = line.trim();
@@ -163,30 +184,26 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
             continue;
         }
         let bad = |e: serde_json::Error| Some((i, format!("expected a JSON op object: {e}")));
-        let light = match serde_json::from_str::<LightOp>(line) {
-            Ok(l) => l,
-            Err(e) => {
-                out.error = bad(e);
-                return out;
-            }
-        };
-        // Raw values were only checked for syntax; make sure serde_json can build a
-        // `Value` from each (number range, nesting), as the eager reader would.
-        if !(fits(light.value) && fits(light.key) && fits(light.error)) {
-            if let Err(e) = serde_json::from_str::<Op>(line) {
-                out.error = bad(e);
-                return out;
-            }
-        }
         if line.len() > u32::MAX as usize {
             out.error = Some((i, "line longer than 4 GiB".to_string()));
             return out;
         }
+        // The common shape without serde; anything else (and every error) through it.
+        let light = match json_line::read_op_line(line, &mut scratch) {
+            Some(l) => l,
+            None => match serde_light(line) {
+                Ok(l) => l,
+                Err(e) => {
+                    out.error = bad(e);
+                    return out;
+                }
+            },
+        };
         let mut f = light.f;
         if f.is_empty() {
             let value: serde_json::Value = light
                 .value
-                .and_then(|r| serde_json::from_str(r.get()).ok())
+                .and_then(|r| serde_json::from_str(r).ok())
                 .unwrap_or_default();
             if is_txn_value(&value) {
                 f = Cow::Borrowed("txn");
@@ -203,8 +220,7 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
             out.names.intern(&f),
         ));
         out.lines.push(span(line));
-        out.values
-            .push(light.value.map(|r| span(r.get())).unwrap_or_default());
+        out.values.push(light.value.map(span).unwrap_or_default());
     }
     out
 }

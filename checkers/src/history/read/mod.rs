@@ -13,6 +13,7 @@ mod edn_value;
 mod jepsen_log;
 mod json;
 mod json_lazy;
+mod json_line;
 
 use super::{History, HistoryError, Op, OpType, Process, Text, NO_INDEX};
 use serde_json::Value;
