@@ -2,6 +2,10 @@
 //! edge-kind bitmask per edge, plus iterative strongly-connected components.
 
 use super::txn::{FxMap, Txns, NONE};
+use rayon::prelude::*;
+use std::ops::Range;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU8};
 
 /// Write-write dependency: a later version overwrote (appended after) an earlier one.
 pub(crate) const WW: u8 = 1;
@@ -60,35 +64,46 @@ impl EdgeList {
         self.src.len()
     }
 
-    /// Hands every edge to `sink`.
-    pub fn replay(&self, sink: &mut dyn EdgeSink) {
-        for i in 0..self.len() {
+    /// Hands the edges at positions `range` to `sink`.
+    pub fn replay_range(&self, range: Range<usize>, sink: &mut dyn EdgeSink) {
+        for i in range {
             sink.push(self.src[i], self.dst[i], self.kind[i]);
         }
     }
 }
 
+/// Edge producers that may run at the same time, each handing its sink a share of the
+/// edges; together, and the same each time they run, all of them. The graph is built in
+/// two passes over them (count, then place), so no list of edges is ever held beside it.
+pub(crate) type EdgeParts<'a> = Vec<Box<dyn Fn(&mut dyn EdgeSink) + Sync + 'a>>;
+
+/// `0..len` in about `parts` ranges of equal length (none when `len` is 0).
+pub(crate) fn split_range(len: usize, parts: usize) -> impl Iterator<Item = Range<usize>> {
+    let step = len.div_ceil(parts.max(1)).max(1);
+    (0..len).step_by(step).map(move |s| s..(s + step).min(len))
+}
+
 /// First pass of [`Graph::count`]/[`Graph::fill`]: counts each source's edges.
-struct Counter<'a>(&'a mut [usize]);
+struct Counter<'a>(&'a [AtomicU32]);
 
 impl EdgeSink for Counter<'_> {
     fn push(&mut self, a: u32, b: u32, _kind: u8) {
         if a != b {
-            if let Some(c) = self.0.get_mut(a as usize + 1) {
-                *c += 1;
+            if let Some(c) = self.0.get(a as usize) {
+                c.fetch_add(1, Relaxed);
             }
         }
     }
 }
 
 /// Second pass of [`Graph::count`]/[`Graph::fill`]: puts each edge in its source's
-/// segment.
+/// segment (in whatever order the parts deliver; each segment is sorted afterwards).
 struct Filler<'a> {
     offsets: &'a [usize],
-    /// Edges placed so far in each source's segment.
-    placed: &'a mut [u32],
-    targets: &'a mut [u32],
-    kinds: &'a mut [u8],
+    /// Edges handed over so far for each source's segment.
+    placed: &'a [AtomicU32],
+    targets: &'a [AtomicU32],
+    kinds: &'a [AtomicU8],
 }
 
 impl EdgeSink for Filler<'_> {
@@ -99,11 +114,11 @@ impl EdgeSink for Filler<'_> {
         }
         // Edges beyond the first pass's count (a producer that is not repeatable) are
         // dropped rather than overflow their segment.
-        let at = self.offsets[a] + self.placed[a] as usize;
-        if at < self.offsets[a + 1] && self.placed[a] < u32::MAX {
-            self.targets[at] = b;
-            self.kinds[at] = kind;
-            self.placed[a] += 1;
+        let k = self.placed[a].fetch_add(1, Relaxed) as usize;
+        let at = self.offsets[a] + k;
+        if at < self.offsets[a + 1] {
+            self.targets[at].store(b, Relaxed);
+            self.kinds[at].store(kind, Relaxed);
         }
     }
 }
@@ -164,64 +179,99 @@ impl Graph {
         }
     }
 
-    /// Counts the edges `produce` hands its sink, per source: the offsets of the graph
-    /// [`Graph::fill`] builds from the same edges. With it, the graph is the only copy
-    /// of the edges ever held (no edge list beside it).
-    pub fn count(n: usize, produce: &mut dyn FnMut(&mut dyn EdgeSink)) -> Vec<usize> {
-        let mut offsets = vec![0usize; n + 1];
-        produce(&mut Counter(&mut offsets));
-        for i in 0..n {
-            offsets[i + 1] += offsets[i];
+    /// Counts the edges `parts` hand their sinks, per source: the offsets of the graph
+    /// [`Graph::fill`] builds from the same parts.
+    pub fn count(n: usize, parts: &EdgeParts<'_>) -> Vec<usize> {
+        let counts: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        parts
+            .par_iter()
+            .for_each(|part| part(&mut Counter(&counts)));
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0usize);
+        let mut total = 0usize;
+        for c in counts {
+            total += c.into_inner() as usize;
+            offsets.push(total);
         }
         offsets
     }
 
-    /// Builds the graph over nodes `0..n` from the edges `produce` hands its sink, which
-    /// must be the ones it handed [`Graph::count`] for `offsets`. Parallel edges are
-    /// merged as [`Graph::build`] merges them.
-    pub fn fill(mut offsets: Vec<usize>, produce: &mut dyn FnMut(&mut dyn EdgeSink)) -> Graph {
+    /// Builds the graph over nodes `0..n` from the edges `parts` hand their sinks, which
+    /// must be the ones they handed [`Graph::count`] for `offsets`. Parallel edges are
+    /// merged as [`Graph::build`] merges them; the result does not depend on the order in
+    /// which the parts ran.
+    pub fn fill(mut offsets: Vec<usize>, parts: &EdgeParts<'_>) -> Graph {
         let n = offsets.len().saturating_sub(1);
         let total = offsets.last().copied().unwrap_or(0);
-        let mut targets = vec![0u32; total];
-        let mut kinds = vec![0u8; total];
-        let mut placed = vec![0u32; n];
-        produce(&mut Filler {
-            offsets: &offsets,
-            placed: &mut placed,
-            targets: &mut targets,
-            kinds: &mut kinds,
+        let targets: Vec<AtomicU32> = (0..total).map(|_| AtomicU32::new(0)).collect();
+        let kinds: Vec<AtomicU8> = (0..total).map(|_| AtomicU8::new(0)).collect();
+        let placed: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        parts.par_iter().for_each(|part| {
+            part(&mut Filler {
+                offsets: &offsets,
+                placed: &placed,
+                targets: &targets,
+                kinds: &kinds,
+            })
         });
-        // Sort each segment by (target, kind), merge parallel edges and close the gaps;
-        // `offsets` becomes the merged graph's (each start is read before it is moved).
-        let mut w = 0usize;
-        let mut scratch: Vec<u64> = Vec::new();
-        for v in 0..n {
-            let start = offsets[v];
-            offsets[v] = w;
-            scratch.clear();
-            scratch.extend(
-                (start..start + placed[v] as usize)
-                    .map(|i| ((targets[i] as u64) << 8) | kinds[i] as u64),
-            );
-            scratch.sort_unstable();
-            let mut last = NONE;
-            for &p in &scratch {
-                let d = (p >> 8) as u32;
-                let k = (p & 0xff) as u8;
-                if d == last {
-                    kinds[w - 1] |= k;
-                } else {
-                    targets[w] = d;
-                    kinds[w] = k;
-                    w += 1;
-                    last = d;
+        // Same layout: these collect in place.
+        let mut targets: Vec<u32> = targets.into_iter().map(AtomicU32::into_inner).collect();
+        let mut kinds: Vec<u8> = kinds.into_iter().map(AtomicU8::into_inner).collect();
+        let placed: Vec<u32> = placed.into_iter().map(AtomicU32::into_inner).collect();
+        // Sort each segment by (target, kind) and merge parallel edges in place, in
+        // parallel over ranges of sources; `merged[v]` is what is left of v's segment.
+        let mut merged = vec![0u32; n];
+        let ranges: Vec<Range<usize>> = split_range(n, rayon::current_num_threads() * 4).collect();
+        let mut jobs = Vec::with_capacity(ranges.len());
+        let (mut t_rest, mut k_rest, mut m_rest) =
+            (&mut targets[..], &mut kinds[..], &mut merged[..]);
+        for r in &ranges {
+            let len = offsets[r.end] - offsets[r.start];
+            let (t, tr) = std::mem::take(&mut t_rest).split_at_mut(len);
+            let (k, kr) = std::mem::take(&mut k_rest).split_at_mut(len);
+            let (m, mr) = std::mem::take(&mut m_rest).split_at_mut(r.len());
+            (t_rest, k_rest, m_rest) = (tr, kr, mr);
+            jobs.push((r.clone(), t, k, m));
+        }
+        jobs.into_par_iter().for_each(|(r, t, k, m)| {
+            let base = offsets[r.start];
+            let mut scratch: Vec<u64> = Vec::new();
+            for (i, v) in r.enumerate() {
+                let start = offsets[v] - base;
+                let len = (placed[v] as usize).min(offsets[v + 1] - offsets[v]);
+                scratch.clear();
+                scratch.extend((start..start + len).map(|j| ((t[j] as u64) << 8) | k[j] as u64));
+                scratch.sort_unstable();
+                let mut w = start;
+                let mut last = NONE;
+                for &p in &scratch {
+                    let d = (p >> 8) as u32;
+                    let kind = (p & 0xff) as u8;
+                    if d == last {
+                        k[w - 1] |= kind;
+                    } else {
+                        t[w] = d;
+                        k[w] = kind;
+                        w += 1;
+                        last = d;
+                    }
                 }
+                m[i] = (w - start) as u32;
             }
+        });
+        // Close the gaps; `offsets` becomes the merged graph's (each start is read
+        // before it is overwritten).
+        let mut w = 0usize;
+        for v in 0..n {
+            let (start, len) = (offsets[v], merged[v] as usize);
+            offsets[v] = w;
+            targets.copy_within(start..start + len, w);
+            kinds.copy_within(start..start + len, w);
+            w += len;
         }
         if let Some(end) = offsets.last_mut() {
             *end = w;
         }
-        drop(placed);
         targets.truncate(w);
         targets.shrink_to_fit();
         kinds.truncate(w);
@@ -385,15 +435,22 @@ mod tests {
     #[test]
     fn counting_then_filling_builds_the_graph_an_edge_list_builds() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        for n in [1usize, 2, 5, 40] {
+        for n in [1usize, 2, 5, 40, 2000] {
             let mut list = EdgeList::default();
             for _ in 0..rng.gen_range(0..n * 6) {
                 let kind = 1u8 << rng.gen_range(0..5);
                 list.push(rng.gen_range(0..n as u32), rng.gen_range(0..n as u32), kind);
             }
-            let mut produce = |sink: &mut dyn EdgeSink| list.replay(sink);
-            let offsets = Graph::count(n, &mut produce);
-            let two_pass = Graph::fill(offsets, &mut produce);
+            // In three parts that run at the same time, as the checker's do.
+            let parts: EdgeParts = split_range(list.len(), 3)
+                .map(|r| {
+                    let list = &list;
+                    Box::new(move |sink: &mut dyn EdgeSink| list.replay_range(r.clone(), sink))
+                        as Box<dyn Fn(&mut dyn EdgeSink) + Sync>
+                })
+                .collect();
+            let offsets = Graph::count(n, &parts);
+            let two_pass = Graph::fill(offsets, &parts);
             let one_pass = Graph::build(
                 n,
                 EdgeList {

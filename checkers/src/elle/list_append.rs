@@ -141,16 +141,34 @@ pub(crate) fn analyze(
     Ok(index)
 }
 
-/// Hands `edges` every ww, wr and rw dependency; repeatable (same edges each call), as
-/// building the graph in two passes needs.
-pub(crate) fn edges(txns: &Txns, index: &AppendIndex, readers: &Readers, edges: &mut dyn EdgeSink) {
-    read_edges(txns, index, edges);
-    write_edges(txns, index, readers, edges);
+/// Hands `edges` the ww, wr and rw dependencies of the transactions in `range`
+/// (positions in `txns.txns`); repeatable (same edges each call), as building the graph
+/// in two passes needs, and ranges that cover every transaction give every edge.
+pub(crate) fn edges(
+    txns: &Txns,
+    index: &AppendIndex,
+    readers: &Readers,
+    range: std::ops::Range<usize>,
+    edges: &mut dyn EdgeSink,
+) {
+    read_edges(txns, index, range.clone(), edges);
+    write_edges(txns, index, readers, range, edges);
 }
 
 /// wr: the writer of the last element of each list read precedes the reader.
-fn read_edges(txns: &Txns, index: &AppendIndex, edges: &mut dyn EdgeSink) {
-    for (t, tx) in txns.txns.iter().enumerate() {
+fn read_edges(
+    txns: &Txns,
+    index: &AppendIndex,
+    range: std::ops::Range<usize>,
+    edges: &mut dyn EdgeSink,
+) {
+    for (t, tx) in txns
+        .txns
+        .iter()
+        .enumerate()
+        .skip(range.start)
+        .take(range.len())
+    {
         if !tx.possible() {
             continue;
         }
@@ -332,8 +350,20 @@ impl Readers {
     }
 }
 
-fn write_edges(txns: &Txns, index: &AppendIndex, readers: &Readers, edges: &mut dyn EdgeSink) {
-    for (t, tx) in txns.txns.iter().enumerate() {
+fn write_edges(
+    txns: &Txns,
+    index: &AppendIndex,
+    readers: &Readers,
+    range: std::ops::Range<usize>,
+    edges: &mut dyn EdgeSink,
+) {
+    for (t, tx) in txns
+        .txns
+        .iter()
+        .enumerate()
+        .skip(range.start)
+        .take(range.len())
+    {
         let t = t as u32;
         if !tx.possible() {
             continue;

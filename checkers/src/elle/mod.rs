@@ -37,7 +37,7 @@ mod txn_build;
 use crate::history::History;
 use crate::verdict::{CheckBounds, CheckResult, Checker, Validity};
 use found::{Found, Namer};
-use graph::{EdgeList, EdgeSink, Graph};
+use graph::{EdgeList, EdgeParts, EdgeSink, Graph};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -248,20 +248,37 @@ impl Checker for ElleChecker {
         };
         let order = self.order_edges();
         let n = txns.txns.len();
-        let mut produce = |sink: &mut dyn EdgeSink| {
-            match (&analysis, &readers) {
-                (Analysis::List(index), Some(readers)) => {
-                    list_append::edges(&txns, index, readers, sink)
-                }
-                _ => edges.replay(sink),
-            }
-            match order {
-                graph::REALTIME => graph::add_realtime_edges(&txns, history.len(), sink),
-                graph::PROCESS => graph::add_process_edges(&txns, sink),
-                _ => {}
-            }
+        // Inferred edges in ranges of transactions (or of the edge list), run in
+        // parallel; the order edges come from one sequential scan.
+        let threads = rayon::current_num_threads() * 2;
+        let mut parts: EdgeParts = match (&analysis, &readers) {
+            (Analysis::List(index), Some(readers)) => graph::split_range(n, threads)
+                .map(|r| {
+                    let (txns, readers) = (&txns, readers);
+                    Box::new(move |sink: &mut dyn EdgeSink| {
+                        list_append::edges(txns, index, readers, r.clone(), sink)
+                    }) as Box<dyn Fn(&mut dyn EdgeSink) + Sync>
+                })
+                .collect(),
+            _ => graph::split_range(edges.len(), threads)
+                .map(|r| {
+                    let edges = &edges;
+                    Box::new(move |sink: &mut dyn EdgeSink| edges.replay_range(r.clone(), sink))
+                        as Box<dyn Fn(&mut dyn EdgeSink) + Sync>
+                })
+                .collect(),
         };
-        let offsets = Graph::count(n, &mut produce);
+        let (txns_ref, history_len) = (&txns, history.len());
+        match order {
+            graph::REALTIME => parts.push(Box::new(move |sink: &mut dyn EdgeSink| {
+                graph::add_realtime_edges(txns_ref, history_len, sink)
+            })),
+            graph::PROCESS => parts.push(Box::new(move |sink: &mut dyn EdgeSink| {
+                graph::add_process_edges(txns_ref, sink)
+            })),
+            _ => {}
+        }
+        let offsets = Graph::count(n, &parts);
         crate::history::trim_heap();
         phase("edges", &mut phases);
         // The graph holds each edge (4 + 1 bytes) plus two offsets per transaction.
@@ -272,7 +289,8 @@ impl Checker for ElleChecker {
         ) {
             return r;
         }
-        let g = Graph::fill(offsets, &mut produce);
+        let g = Graph::fill(offsets, &parts);
+        drop(parts);
         drop(edges);
         drop(readers);
         phase("graph", &mut phases);
