@@ -155,6 +155,24 @@ pub(crate) fn edges(
     write_edges(txns, index, readers, range, edges);
 }
 
+/// The micro-ops of `kind` of the possible transactions in `range`, with their
+/// transaction.
+fn possible_mops<'t>(
+    txns: &'t Txns,
+    range: std::ops::Range<usize>,
+    kind: MopKind,
+) -> impl Iterator<Item = (u32, &'t super::txn::Mop)> + 't {
+    let end = range.end.min(txns.txns.len());
+    (range.start.min(end)..end)
+        .filter(|&t| txns.txns[t].possible())
+        .flat_map(move |t| {
+            txns.mops_of(&txns.txns[t])
+                .iter()
+                .filter(move |m| m.kind == kind)
+                .map(move |m| (t as u32, m))
+        })
+}
+
 /// wr: the writer of the last element of each list read precedes the reader.
 fn read_edges(
     txns: &Txns,
@@ -162,25 +180,11 @@ fn read_edges(
     range: std::ops::Range<usize>,
     edges: &mut dyn EdgeSink,
 ) {
-    for (t, tx) in txns
-        .txns
-        .iter()
-        .enumerate()
-        .skip(range.start)
-        .take(range.len())
-    {
-        if !tx.possible() {
-            continue;
-        }
-        for m in txns.mops_of(tx) {
-            if m.kind != MopKind::Read {
-                continue;
-            }
-            if let Some(&e) = txns.read_list(m).and_then(|l| l.last()) {
-                let w = index.writer[e as usize];
-                if w != NONE {
-                    edges.push(w, t as u32, WR);
-                }
+    for (t, m) in possible_mops(txns, range, MopKind::Read) {
+        if let Some(&e) = txns.read_list(m).and_then(|l| l.last()) {
+            let w = index.writer[e as usize];
+            if w != NONE {
+                edges.push(w, t, WR);
             }
         }
     }
@@ -357,31 +361,16 @@ fn write_edges(
     range: std::ops::Range<usize>,
     edges: &mut dyn EdgeSink,
 ) {
-    for (t, tx) in txns
-        .txns
-        .iter()
-        .enumerate()
-        .skip(range.start)
-        .take(range.len())
-    {
-        let t = t as u32;
-        if !tx.possible() {
-            continue;
+    for (t, m) in possible_mops(txns, range, MopKind::Append) {
+        let prev = index.prev(m.key, m.a);
+        if prev != NONE {
+            let w = index.writer[prev as usize];
+            if w != NONE {
+                edges.push(w, t, WW);
+            }
         }
-        for m in txns.mops_of(tx) {
-            if m.kind != MopKind::Append {
-                continue;
-            }
-            let prev = index.prev(m.key, m.a);
-            if prev != NONE {
-                let w = index.writer[prev as usize];
-                if w != NONE {
-                    edges.push(w, t, WW);
-                }
-            }
-            for &r in readers.of(txns, m.key, prev) {
-                edges.push(r, t, RW);
-            }
+        for &r in readers.of(txns, m.key, prev) {
+            edges.push(r, t, RW);
         }
     }
 }
