@@ -127,6 +127,13 @@ pub fn allreduce_seconds(
     per_iter.get(iters / 2).copied()
 }
 
+/// The benchmark's buckets of a message of `floats` f32.
+fn bench_buckets(floats: usize) -> Vec<std::ops::Range<usize>> {
+    (0..floats.div_ceil(BENCH_BUCKET_FLOATS))
+        .map(|b| b * BENCH_BUCKET_FLOATS..((b + 1) * BENCH_BUCKET_FLOATS).min(floats))
+        .collect()
+}
+
 type RankThread = std::thread::JoinHandle<Option<Vec<f64>>>;
 
 /// This rank's gradient (seeded by the rank).
@@ -171,9 +178,7 @@ fn message_ranks(
         }
     }
     let barrier = Arc::new(Barrier::new(world));
-    let buckets: Vec<std::ops::Range<usize>> = (0..floats.div_ceil(BENCH_BUCKET_FLOATS))
-        .map(|b| b * BENCH_BUCKET_FLOATS..((b + 1) * BENCH_BUCKET_FLOATS).min(floats))
-        .collect();
+    let buckets = bench_buckets(floats);
     let mut handles = Vec::new();
     for (rank, (net, rx)) in nets.into_iter().enumerate() {
         let succ = (rank + 1) % world;
@@ -299,7 +304,7 @@ fn group_ranks(
     dir: &LinkDir,
 ) -> Option<Vec<RankThread>> {
     let path = dir.0.join("group");
-    ShmGroup::create(&path, world, floats, BENCH_BUCKET_FLOATS).ok()?;
+    ShmGroup::create(&path, world, floats).ok()?;
     if let Ok(mut p) = PHASES.lock() {
         p.clear();
     }
@@ -309,6 +314,7 @@ fn group_ranks(
     for rank in 0..world {
         let path = path.clone();
         let barrier = barrier.clone();
+        let buckets = bench_buckets(floats);
         handles.push(std::thread::spawn(move || -> Option<Vec<f64>> {
             let grad = gradient(rank, floats);
             let mut buf = grad.clone();
@@ -328,7 +334,7 @@ fn group_ranks(
                 if copy {
                     group.input().copy_from_slice(&buf);
                 }
-                let reduced = group.allreduce(world).ok()?;
+                let reduced = group.allreduce(&buckets, world).ok()?;
                 if copy {
                     reduced.copy_to(&mut buf);
                 }

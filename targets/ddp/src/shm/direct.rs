@@ -22,6 +22,7 @@
 use super::{fresh_file, notify, open_shared, wait_for, LinkError};
 use crate::core::ring::chunk_range;
 use memmap2::MmapMut;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
@@ -29,12 +30,11 @@ use std::time::{Duration, Instant};
 const MAGIC: u64 = u64::from_le_bytes(*b"SBGRPv01");
 const PAGE: usize = 4096;
 const LINE: usize = 64;
-// Header: magic, world, floats, bucket in the first line; the futex word and the waiter
+// Header: magic, world, floats in the first line; the futex word and the waiter
 // flag on lines of their own; then one arrival line per rank.
 const OFF_MAGIC: usize = 0;
 const OFF_WORLD: usize = 8;
 const OFF_FLOATS: usize = 16;
-const OFF_BUCKET: usize = 24;
 const OFF_SEQ: usize = LINE;
 const OFF_WAITING: usize = 2 * LINE;
 const OFF_ARRIVED: usize = 3 * LINE;
@@ -70,7 +70,6 @@ pub struct ShmGroup {
     rank: usize,
     world: usize,
     floats: usize,
-    bucket: usize,
     /// All-reduces started; the next one is `epoch + 1` and uses bank `(epoch + 1) % 2`.
     epoch: u64,
     timeout: Duration,
@@ -84,14 +83,9 @@ pub struct ShmGroup {
 unsafe impl Send for ShmGroup {}
 
 impl ShmGroup {
-    /// Makes a fresh group file at `path` for `world` ranks all-reducing `floats` f32 in
-    /// buckets of `bucket` (a temporary name renamed over whatever was there).
-    pub fn create(
-        path: &Path,
-        world: usize,
-        floats: usize,
-        bucket: usize,
-    ) -> Result<(), LinkError> {
+    /// Makes a fresh group file at `path` for `world` ranks all-reducing up to `floats`
+    /// f32 each (a temporary name renamed over whatever was there).
+    pub fn create(path: &Path, world: usize, floats: usize) -> Result<(), LinkError> {
         let io = |source| LinkError::Io {
             path: path.to_path_buf(),
             source,
@@ -103,11 +97,38 @@ impl ShmGroup {
         let mut head = |off: usize, v: u64| map[off..off + 8].copy_from_slice(&v.to_le_bytes());
         head(OFF_WORLD, world as u64);
         head(OFF_FLOATS, floats as u64);
-        head(OFF_BUCKET, bucket.max(1) as u64);
         head(OFF_MAGIC, MAGIC);
         map.flush().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
         Ok(())
+    }
+
+    /// Maps the group file at `path` as `rank`, making it first if there is none (whoever
+    /// of the ranks comes first: the file is linked into place only if the path is free,
+    /// so all end up on the same one).
+    pub fn create_or_open(
+        path: &Path,
+        world: usize,
+        floats: usize,
+        rank: usize,
+        timeout: Duration,
+    ) -> Result<ShmGroup, LinkError> {
+        if !path.exists() {
+            let made = path.with_extension(format!("new{}", std::process::id()));
+            ShmGroup::create(&made, world, floats)?;
+            let linked = std::fs::hard_link(&made, path);
+            let _ = std::fs::remove_file(&made);
+            match linked {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(LinkError::Io {
+                        path: path.to_path_buf(),
+                        source: e,
+                    })
+                }
+                _ => {}
+            }
+        }
+        ShmGroup::open(path, rank, timeout)
     }
 
     /// Maps the group file at `path` as `rank`; every wait bounded by `timeout`.
@@ -132,11 +153,10 @@ impl ShmGroup {
             b.copy_from_slice(&map[off..off + 8]);
             u64::from_le_bytes(b) as usize
         };
-        let (world, floats, bucket) = (word(OFF_WORLD), word(OFF_FLOATS), word(OFF_BUCKET));
+        let (world, floats) = (word(OFF_WORLD), word(OFF_FLOATS));
         if word(OFF_MAGIC) as u64 != MAGIC
             || world == 0
             || rank >= world
-            || bucket == 0
             || header_len(world) > len
             || file_len(world, floats) != len
         {
@@ -149,7 +169,6 @@ impl ShmGroup {
             rank,
             world,
             floats,
-            bucket,
             epoch: 0,
             timeout,
             path: path.to_path_buf(),
@@ -220,17 +239,22 @@ impl ShmGroup {
         )
     }
 
-    /// All-reduces the inputs every rank wrote through [`ShmGroup::input`], dividing the
-    /// sums by `divisor`; the result stays in the mapping until this rank's next
-    /// all-reduce. `Timeout` if a peer did not arrive within the bound (the group is then
-    /// unusable: make a new one).
-    pub fn allreduce(&mut self, divisor: usize) -> Result<Reduced<'_>, LinkError> {
+    /// All-reduces the `buckets` (ranges of the inputs every rank wrote through
+    /// [`ShmGroup::input`], each cut into `world` chunks as the ring cuts a bucket; the same
+    /// at every rank), dividing the sums by `divisor`; the result stays in the mapping
+    /// until this rank's next all-reduce. `Timeout` if a peer did not arrive within the
+    /// bound (the group is then unusable: make a new one).
+    pub fn allreduce<'a>(
+        &'a mut self,
+        buckets: &'a [Range<usize>],
+        divisor: usize,
+    ) -> Result<Reduced<'a>, LinkError> {
         let e = self.epoch + 1;
         self.epoch = e;
         let t0 = Instant::now();
         self.barrier(2 * e - 1)?;
         let t1 = Instant::now();
-        self.reduce_own_chunks(e, divisor.max(1) as f32);
+        self.reduce_own_chunks(e, buckets, divisor.max(1) as f32);
         let t2 = Instant::now();
         self.barrier(2 * e)?;
         self.last = PhaseTimes {
@@ -238,7 +262,16 @@ impl ShmGroup {
             reduce: t2 - t1,
             wait_sums: t2.elapsed(),
         };
-        Ok(Reduced { g: self, epoch: e })
+        Ok(Reduced {
+            g: self,
+            buckets,
+            epoch: e,
+        })
+    }
+
+    /// `b` cut to the slot (a range past it would read another slot).
+    fn clip(&self, b: &Range<usize>) -> Range<usize> {
+        b.start.min(self.floats)..b.end.min(self.floats).max(b.start.min(self.floats))
     }
 
     /// Arrives with this rank's input and goes no further: a rank that dies between the
@@ -252,12 +285,12 @@ impl ShmGroup {
 
     /// Sums chunk `rank` of every bucket over all slots in the ring's order and writes the
     /// sums over this rank's own input.
-    fn reduce_own_chunks(&self, e: u64, scale: f32) {
+    fn reduce_own_chunks(&self, e: u64, buckets: &[Range<usize>], scale: f32) {
         let (rank, world) = (self.rank, self.world);
-        for start in (0..self.floats).step_by(self.bucket) {
-            let len = self.bucket.min(self.floats - start);
-            let chunk = chunk_range(len, world, rank);
-            let (at, n) = (start + chunk.start, chunk.len());
+        for b in buckets {
+            let b = self.clip(b);
+            let chunk = chunk_range(b.len(), world, rank);
+            let (at, n) = (b.start + chunk.start, chunk.len());
             // SAFETY: between the two barriers only this rank writes chunk `rank` of its
             // slot, and nobody writes the other slots' chunk `rank`; `at + n <= floats`.
             let own = unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(e, rank).add(at), n) };
@@ -314,19 +347,20 @@ pub fn sum_in_order(own: &mut [f32], peers: &[&[f32]], scale: f32) {
 /// `c`'s slot.
 pub struct Reduced<'a> {
     g: &'a ShmGroup,
+    buckets: &'a [Range<usize>],
     epoch: u64,
 }
 
 impl Reduced<'_> {
-    /// The result as pieces `(offset, values)` in order, each read straight from the
-    /// slot of the rank that summed it.
+    /// The result as pieces `(offset, values)`, bucket by bucket and chunk by chunk, each
+    /// read straight from the slot of the rank that summed it.
     pub fn pieces(&self) -> impl Iterator<Item = (usize, &[f32])> + '_ {
         let g = self.g;
-        (0..g.floats).step_by(g.bucket).flat_map(move |start| {
-            let len = g.bucket.min(g.floats - start);
+        self.buckets.iter().flat_map(move |b| {
+            let b = g.clip(b);
             (0..g.world).map(move |c| {
-                let r = chunk_range(len, g.world, c);
-                let at = start + r.start;
+                let r = chunk_range(b.len(), g.world, c);
+                let at = b.start + r.start;
                 // SAFETY: chunk `c` of rank `c`'s slot holds final sums after the second
                 // barrier, and stays unchanged until this rank's next all-reduce (rank
                 // `c` rewrites this bank two epochs on, after everyone arrived at the
@@ -339,11 +373,11 @@ impl Reduced<'_> {
         })
     }
 
-    /// Copies the whole result into `out` (the first `min(len)` elements).
+    /// Copies the result into `out` at the same offsets (what fits).
     pub fn copy_to(&self, out: &mut [f32]) {
         for (at, v) in self.pieces() {
             if at >= out.len() {
-                break;
+                continue;
             }
             let n = v.len().min(out.len() - at);
             out[at..at + n].copy_from_slice(&v[..n]);

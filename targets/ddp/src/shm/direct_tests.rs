@@ -48,18 +48,23 @@ fn bucket_ring_results(grads: &[Vec<f32>], bucket: usize) -> Vec<Vec<f32>> {
 fn group_results(path: &Path, inputs: &[Vec<Vec<f32>>], bucket: usize) -> Vec<Vec<Vec<f32>>> {
     let world = inputs[0].len();
     let len = inputs[0][0].len();
-    ShmGroup::create(path, world, len, bucket).unwrap();
+    ShmGroup::create(path, world, len).unwrap();
+    let buckets: Vec<std::ops::Range<usize>> = (0..len)
+        .step_by(bucket)
+        .map(|s| s..(s + bucket).min(len))
+        .collect();
     let handles: Vec<_> = (0..world)
         .map(|rank| {
             let mine: Vec<Vec<f32>> = inputs.iter().map(|g| g[rank].clone()).collect();
             let path = path.to_path_buf();
+            let buckets = buckets.clone();
             std::thread::spawn(move || {
                 let mut g = ShmGroup::open(&path, rank, BOUND).unwrap();
                 mine.iter()
                     .map(|input| {
                         g.input().copy_from_slice(input);
                         let mut out = vec![f32::NAN; input.len()];
-                        g.allreduce(world).unwrap().copy_to(&mut out);
+                        g.allreduce(&buckets, world).unwrap().copy_to(&mut out);
                         out
                     })
                     .collect::<Vec<_>>()
@@ -109,10 +114,20 @@ fn pieces_cover_the_result_in_order_and_bad_files_are_refused() {
     let dir = shm_dir();
     let path = dir.path().join("group");
     let grads = random_grads(1, 777, 5);
-    ShmGroup::create(&path, 1, 777, 100).unwrap();
+    ShmGroup::create(&path, 1, 777).unwrap();
     let mut g = ShmGroup::open(&path, 0, BOUND).unwrap();
     g.input().copy_from_slice(&grads[0]);
-    let reduced = g.allreduce(1).unwrap();
+    let buckets = [
+        0..100,
+        100..200,
+        200..300,
+        300..400,
+        400..500,
+        500..600,
+        600..700,
+        700..777,
+    ];
+    let reduced = g.allreduce(&buckets, 1).unwrap();
     let mut joined = Vec::new();
     for (at, v) in reduced.pieces() {
         assert_eq!(at, joined.len());
@@ -140,7 +155,7 @@ fn pieces_cover_the_result_in_order_and_bad_files_are_refused() {
 fn a_rank_that_stops_mid_allreduce_makes_the_others_time_out() {
     let dir = shm_dir();
     let path = dir.path().join("group");
-    ShmGroup::create(&path, 3, 5000, 1024).unwrap();
+    ShmGroup::create(&path, 3, 5000).unwrap();
     let bound = Duration::from_millis(300);
     let mut quitter = ShmGroup::open(&path, 2, bound).unwrap();
     let handles: Vec<_> = (0..2)
@@ -149,7 +164,7 @@ fn a_rank_that_stops_mid_allreduce_makes_the_others_time_out() {
             std::thread::spawn(move || {
                 let mut g = ShmGroup::open(&path, rank, bound).unwrap();
                 let t = Instant::now();
-                let got = g.allreduce(3).map(|_| ());
+                let got = g.allreduce(std::slice::from_ref(&(0..5000)), 3).map(|_| ());
                 (got, t.elapsed())
             })
         })
@@ -181,7 +196,7 @@ fn child_rank() {
     };
     let mut g = ShmGroup::open(Path::new(&path), 1, BOUND).unwrap();
     g.input().fill(2.0);
-    g.allreduce(2).unwrap();
+    g.allreduce(std::slice::from_ref(&(0..4096)), 2).unwrap();
     std::thread::sleep(Duration::from_secs(60));
 }
 
@@ -191,12 +206,14 @@ fn child_rank() {
 fn a_killed_rank_process_costs_its_peer_a_bounded_wait() {
     let dir = shm_dir();
     let path = dir.path().join("group");
-    ShmGroup::create(&path, 2, 4096, 1024).unwrap();
+    ShmGroup::create(&path, 2, 4096).unwrap();
     let mut g = ShmGroup::open(&path, 0, BOUND).unwrap();
     let mut child = spawn_child("shm::direct_tests::child_rank", CHILD_ENV, &path);
     g.input().fill(1.0);
     let mut first = vec![0.0; 4096];
-    let got = g.allreduce(2).map(|r| r.copy_to(&mut first));
+    let got = g
+        .allreduce(std::slice::from_ref(&(0..4096)), 2)
+        .map(|r| r.copy_to(&mut first));
     // Killed by its PID, whatever the all-reduce gave, so no child outlives the test.
     let _ = child.kill();
     let _ = child.wait();
@@ -207,7 +224,7 @@ fn a_killed_rank_process_costs_its_peer_a_bounded_wait() {
     );
     let t = Instant::now();
     let mut g = ShmGroup::open(&path, 0, Duration::from_millis(300)).unwrap();
-    match g.allreduce(2).map(|_| ()) {
+    match g.allreduce(std::slice::from_ref(&(0..4096)), 2).map(|_| ()) {
         Err(LinkError::Timeout(_)) => {}
         other => panic!("expected a timeout, got {other:?}"),
     }

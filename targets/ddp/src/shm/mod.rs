@@ -25,6 +25,7 @@
 
 pub mod direct;
 pub mod frames;
+pub mod generations;
 pub mod ring;
 
 use memmap2::MmapMut;
