@@ -52,8 +52,8 @@ pub enum BenchTransport {
     /// reduces from its predecessor's bytes into the bytes for its successor.
     ShmRing,
     /// The direct all-reduce over one shared mapping ([`crate::shm::direct`]): gradients
-    /// already in the ranks' slots, each rank sums its chunk from all slots, two
-    /// barriers; the result is read where it is.
+    /// already in the ranks' slots, the ranks sum chunks from all slots, taking them from
+    /// a shared counter; the result is read where it is.
     ShmDirect,
     /// As `ShmDirect`, but from and to each rank's private buffer: the gradient copied
     /// into the slot and the result copied out are timed too.
@@ -364,7 +364,7 @@ fn print_phases() {
     let m = p[p.len() / 2];
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "{:>10} rank 0: wait for inputs {:.2} ms, reduce own chunks {:.2} ms, wait for sums {:.2} ms",
+        "{:>10} rank 0: wait for inputs {:.2} ms, sum the chunks it took {:.2} ms, wait for the others' chunks {:.2} ms",
         "",
         ms(m.wait_inputs),
         ms(m.reduce),
@@ -456,7 +456,7 @@ pub fn run(ranks: &[usize], mib: &[usize], transports: &[BenchTransport]) {
     println!("all-reduce, 1 MiB buckets (median of 3-5; busbw = algbw x 2(n-1)/n)");
     println!("  tcp: the node's frames over loopback TCP; shm: the node's frames through shared-memory links (--transport shm);");
     println!("  shm-ring: the ring straight over shared-memory links, reducing from the peer's bytes in place;");
-    println!("  shm-direct: one shared mapping, gradients in it, each rank sums its chunk from all ranks, result read in place;");
+    println!("  shm-direct: one shared mapping, gradients in it, ranks sum chunks from all ranks' slots, result read in place;");
     println!("  shm-copy: shm-direct from and to private buffers (copy in and copy out timed)");
     println!(
         "{:>10} {:>5} {:>8} {:>11} {:>12} {:>12} {:>10}",

@@ -1,18 +1,21 @@
 //! The direct all-reduce over one shared mapping: every rank's gradient lives in its slot
-//! of a file all ranks map, so rank `r` forms the sums of its own chunk `r` of every
-//! bucket by reading that chunk from all `n` slots in one pass, and writes them once, over
-//! its own input. Two barriers per all-reduce (inputs written; sums written) instead of the
-//! ring's `2(n−1)` hand-offs, and no all-gather: a consumer reads chunk `c` of the result
-//! straight from slot `c` ([`Reduced`]), or copies it out ([`Reduced::copy_to`]).
+//! of a file all ranks map, so chunk `c` of a bucket is summed by reading that chunk from
+//! all `n` slots in one pass and written once, over slot `c`'s input. One meeting per
+//! all-reduce (every input written) instead of the ring's `2(n−1)` hand-offs; then the
+//! ranks take chunks from a shared counter until none is left (with more ranks than
+//! cores, the ranks that are running do the work) and wait until every chunk is finished.
+//! No all-gather: a consumer reads chunk `c` of the result straight from slot `c`
+//! ([`Reduced`]), or copies it out ([`Reduced::copy_to`]).
 //!
 //! Per element the order is the ring's ([`reference_average`]): chunk `c` of a bucket is
 //! `((g_c + g_{c+1}) + …) + g_{c+n−1}`, divided once at the end, so the results are
 //! bit-identical with [`BucketRing`], [`super::ring::ShmRing`] and the reference replay.
 //!
-//! Two banks of slots alternate by epoch, so a rank writes its next input while peers may
-//! still read the last result from its other bank. Each rank publishes how far it got in
-//! an arrival word of its own cache line; waits spin briefly, yield, then sleep on one
-//! shared futex word (4 ranks on 2 cores: a spinning rank would starve the one it waits
+//! Two banks of slots alternate by all-reduce, so a rank writes its next input while peers
+//! may still read the last result from its other bank (a bank is rewritten only after
+//! every rank arrived at the next all-reduce, so had done with the last one). Each rank
+//! publishes its arrivals in a word of its own cache line; waits spin briefly, yield, then
+//! sleep on one shared futex word (4 ranks on 2 cores: a spinning rank would starve the one it waits
 //! for), each bounded: a dead or paused peer makes the others return
 //! [`LinkError::Timeout`], never hang.
 //!
@@ -37,7 +40,10 @@ const OFF_WORLD: usize = 8;
 const OFF_FLOATS: usize = 16;
 const OFF_SEQ: usize = LINE;
 const OFF_WAITING: usize = 2 * LINE;
-const OFF_ARRIVED: usize = 3 * LINE;
+/// Chunks taken and chunks finished, counted over the group's life.
+const OFF_CLAIMED: usize = 3 * LINE;
+const OFF_DONE: usize = 4 * LINE;
+const OFF_ARRIVED: usize = 5 * LINE;
 
 fn header_len(world: usize) -> usize {
     (OFF_ARRIVED + world * LINE).div_ceil(PAGE) * PAGE
@@ -56,9 +62,9 @@ fn file_len(world: usize, floats: usize) -> usize {
 pub struct PhaseTimes {
     /// Waiting for every rank's input.
     pub wait_inputs: Duration,
-    /// Summing this rank's chunks.
+    /// Summing the chunks this rank took.
     pub reduce: Duration,
-    /// Waiting for every rank's sums.
+    /// Waiting for the chunks other ranks took.
     pub wait_sums: Duration,
 }
 
@@ -79,7 +85,7 @@ pub struct ShmGroup {
 }
 
 // SAFETY: the mapping is owned memory; shared state is touched through atomics and
-// through slot ranges the barriers give to one rank at a time.
+// through slot ranges the arrivals and the chunk counter give to one rank at a time.
 unsafe impl Send for ShmGroup {}
 
 impl ShmGroup {
@@ -177,7 +183,7 @@ impl ShmGroup {
         // A rank that attaches again starts where its peers are, not at zero.
         let arrived = g.arrived(rank).load(SeqCst);
         let mut g = g;
-        g.epoch = arrived / 2;
+        g.epoch = arrived;
         Ok(g)
     }
 
@@ -196,8 +202,7 @@ impl ShmGroup {
         unsafe { &*(self.base.add(off) as *const AtomicU32) }
     }
 
-    /// Rank `r`'s arrival word: `2e + 1` once its input of epoch `e` is written, `2e + 2`
-    /// once its sums of epoch `e` are.
+    /// Rank `r`'s arrival word: `e` once its input of all-reduce `e` is written.
     fn arrived(&self, r: usize) -> &AtomicU64 {
         // SAFETY: `r < world`, so the line is inside the header; 8-aligned.
         unsafe { &*(self.base.add(OFF_ARRIVED + r * LINE) as *const AtomicU64) }
@@ -221,29 +226,38 @@ impl ShmGroup {
         }
     }
 
-    /// Publishes this rank's arrival at `phase` and waits until every rank got there.
-    fn barrier(&self, phase: u64) -> Result<(), LinkError> {
-        self.arrived(self.rank).store(phase, SeqCst);
+    fn word64(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: a fixed, 8-aligned header offset inside the page-aligned mapping.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    /// Waits (bounded) until `ready` holds, woken by the group's futex word.
+    fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), LinkError> {
         let (seq, waiting) = (self.word32(OFF_SEQ), self.word32(OFF_WAITING));
-        notify(seq, waiting);
         wait_for(
             seq,
             waiting,
             self.timeout,
-            || {
-                (0..self.world)
-                    .all(|r| self.arrived(r).load(SeqCst) >= phase)
-                    .then_some(())
-            },
+            || ready().then_some(()),
             || Ok(()),
         )
+    }
+
+    fn wake(&self) {
+        notify(self.word32(OFF_SEQ), self.word32(OFF_WAITING));
     }
 
     /// All-reduces the `buckets` (ranges of the inputs every rank wrote through
     /// [`ShmGroup::input`], each cut into `world` chunks as the ring cuts a bucket; the same
     /// at every rank), dividing the sums by `divisor`; the result stays in the mapping
-    /// until this rank's next all-reduce. `Timeout` if a peer did not arrive within the
-    /// bound (the group is then unusable: make a new one).
+    /// until this rank's next all-reduce. `Timeout` if a peer did not arrive, or a chunk
+    /// a peer took was not finished, within the bound (the group is then unusable: make a
+    /// new one).
+    ///
+    /// The chunks are shared out by a counter rather than by rank: whichever ranks are
+    /// running take the next chunk until none is left, so with more ranks than cores a
+    /// rank that is not scheduled holds nobody up once it has arrived with its input (the
+    /// sums do not depend on who forms them: the order is the chunk's).
     pub fn allreduce<'a>(
         &'a mut self,
         buckets: &'a [Range<usize>],
@@ -252,11 +266,32 @@ impl ShmGroup {
         let e = self.epoch + 1;
         self.epoch = e;
         let t0 = Instant::now();
-        self.barrier(2 * e - 1)?;
+        self.arrived(self.rank).store(e, SeqCst);
+        self.wake();
+        self.wait_until(|| (0..self.world).all(|r| self.arrived(r).load(SeqCst) >= e))?;
         let t1 = Instant::now();
-        self.reduce_own_chunks(e, buckets, divisor.max(1) as f32);
+        // Chunks of all-reduce `e` are numbers `(e - 1) T .. e T`; every earlier one was
+        // finished before any rank got past the arrivals above.
+        let per = (buckets.len() * self.world) as u64;
+        let (first, end) = ((e - 1) * per, e * per);
+        let (claimed, done) = (self.word64(OFF_CLAIMED), self.word64(OFF_DONE));
+        let scale = divisor.max(1) as f32;
+        loop {
+            let k = claimed.load(SeqCst);
+            if k >= end {
+                break;
+            }
+            if claimed.compare_exchange(k, k + 1, SeqCst, SeqCst).is_err() {
+                continue;
+            }
+            let item = (k - first) as usize;
+            self.reduce_chunk(e, &buckets[item / self.world], item % self.world, scale);
+            if done.fetch_add(1, SeqCst) + 1 == end {
+                self.wake();
+            }
+        }
         let t2 = Instant::now();
-        self.barrier(2 * e)?;
+        self.wait_until(|| done.load(SeqCst) >= end)?;
         self.last = PhaseTimes {
             wait_inputs: t1 - t0,
             reduce: t2 - t1,
@@ -274,35 +309,35 @@ impl ShmGroup {
         b.start.min(self.floats)..b.end.min(self.floats).max(b.start.min(self.floats))
     }
 
-    /// Arrives with this rank's input and goes no further: a rank that dies between the
-    /// barriers, for the tests of its peers' bounded waits.
+    /// Arrives with this rank's input, takes a chunk and goes no further: a rank that
+    /// dies in the middle of an all-reduce, for the tests of its peers' bounded waits.
     #[cfg(test)]
-    pub(super) fn arrive_with_input_only(&mut self) {
+    pub(super) fn arrive_and_take_a_chunk(&mut self) {
         self.epoch += 1;
-        self.arrived(self.rank).store(2 * self.epoch - 1, SeqCst);
-        notify(self.word32(OFF_SEQ), self.word32(OFF_WAITING));
+        // Taken before arriving, so the peers cannot have taken every chunk already.
+        self.word64(OFF_CLAIMED).fetch_add(1, SeqCst);
+        self.arrived(self.rank).store(self.epoch, SeqCst);
+        self.wake();
     }
 
-    /// Sums chunk `rank` of every bucket over all slots in the ring's order and writes the
-    /// sums over this rank's own input.
-    fn reduce_own_chunks(&self, e: u64, buckets: &[Range<usize>], scale: f32) {
-        let (rank, world) = (self.rank, self.world);
-        for b in buckets {
-            let b = self.clip(b);
-            let chunk = chunk_range(b.len(), world, rank);
-            let (at, n) = (b.start + chunk.start, chunk.len());
-            // SAFETY: between the two barriers only this rank writes chunk `rank` of its
-            // slot, and nobody writes the other slots' chunk `rank`; `at + n <= floats`.
-            let own = unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(e, rank).add(at), n) };
-            let peers: Vec<&[f32]> = (1..world)
-                .map(|k| {
-                    let peer = (rank + k) % world;
-                    // SAFETY: as above; a peer's slot is only read in this phase.
-                    unsafe { std::slice::from_raw_parts(self.slot_ptr(e, peer).add(at), n) }
-                })
-                .collect();
-            sum_in_order(own, &peers, scale);
-        }
+    /// Sums chunk `c` of bucket `b` over all slots in the ring's order (from rank `c` on)
+    /// and writes the sums over rank `c`'s input of it.
+    fn reduce_chunk(&self, e: u64, b: &Range<usize>, c: usize, scale: f32) {
+        let world = self.world;
+        let b = self.clip(b);
+        let chunk = chunk_range(b.len(), world, c);
+        let (at, n) = (b.start + chunk.start, chunk.len());
+        // SAFETY: between the arrivals and the last chunk's completion only the rank that
+        // took chunk `c` of `b` (this one) writes it, in slot `c`, and nobody writes the
+        // other slots' chunk; `at + n <= floats`.
+        let own = unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(e, c).add(at), n) };
+        let peers: Vec<&[f32]> = (1..world)
+            .map(|k| {
+                // SAFETY: as above; the other slots' chunk is only read in this phase.
+                unsafe { std::slice::from_raw_parts(self.slot_ptr(e, (c + k) % world).add(at), n) }
+            })
+            .collect();
+        sum_in_order(own, &peers, scale);
     }
 }
 
@@ -361,8 +396,8 @@ impl Reduced<'_> {
             (0..g.world).map(move |c| {
                 let r = chunk_range(b.len(), g.world, c);
                 let at = b.start + r.start;
-                // SAFETY: chunk `c` of rank `c`'s slot holds final sums after the second
-                // barrier, and stays unchanged until this rank's next all-reduce (rank
+                // SAFETY: chunk `c` of rank `c`'s slot holds final sums once every chunk is
+                // finished, and stays unchanged until this rank's next all-reduce (rank
                 // `c` rewrites this bank two epochs on, after everyone arrived at the
                 // next one).
                 let v = unsafe {

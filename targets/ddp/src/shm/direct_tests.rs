@@ -1,7 +1,7 @@
 //! Tests of the direct all-reduce over one shared mapping: bit-identical with the ring
 //! over links, with the node's `BucketRing` (what TCP carries) and with the reference, for
 //! world sizes and lengths the chunks do not divide; and peers that die (a thread that
-//! stops between the barriers, a real second process killed by PID) cost a bounded wait.
+//! stops in the middle of an all-reduce, a real second process killed by PID) cost a bounded wait.
 
 use super::direct::ShmGroup;
 use super::tests::{bucketed_reference, random_grads, ring_results, shm_dir, spawn_child, BOUND};
@@ -149,8 +149,8 @@ fn pieces_cover_the_result_in_order_and_bad_files_are_refused() {
     ));
 }
 
-/// A rank that arrives with its input and then stops (dies between the two barriers):
-/// the others' all-reduce returns `Timeout` within its bound, never hangs.
+/// A rank that arrives with its input, takes a chunk and then stops (dies in the middle
+/// of the all-reduce): the others' all-reduce returns `Timeout` within its bound.
 #[test]
 fn a_rank_that_stops_mid_allreduce_makes_the_others_time_out() {
     let dir = shm_dir();
@@ -169,8 +169,9 @@ fn a_rank_that_stops_mid_allreduce_makes_the_others_time_out() {
             })
         })
         .collect();
-    // Rank 2 arrives with its input (so the others get past the first barrier) and is gone.
-    quitter.arrive_with_input_only();
+    // Rank 2 arrives with its input (so the others get past the arrivals), takes a chunk
+    // it never finishes, and is gone.
+    quitter.arrive_and_take_a_chunk();
     drop(quitter);
     for h in handles {
         let (got, took) = h.join().unwrap();

@@ -21,7 +21,7 @@
 //! so the ring all-reduce ([`ring`]) reduces straight from the peer's bytes into the
 //! bytes for the next peer; [`frames`] carries the node's messages in the TCP framing.
 //! [`direct`] is the all-reduce over one mapping all ranks share (no links: each rank sums
-//! its chunk from every rank's slot, two barriers per all-reduce).
+//! chunks from every rank's slot, one meeting per all-reduce).
 
 pub mod direct;
 pub mod frames;
