@@ -206,7 +206,7 @@ impl Driver {
             while next_bucket < buckets.len() && buckets[next_bucket].start >= done_from {
                 let local = &g[buckets[next_bucket].clone()];
                 if direct {
-                    self.reduce_direct(step, next_bucket as u32, local);
+                    deferred.extend(self.reduce_direct(step, next_bucket as u32, local));
                 } else {
                     let now = self.clock.now_ms();
                     self.core.local_bucket(step, next_bucket as u32, local, now);
@@ -231,9 +231,14 @@ impl Driver {
     /// and hands the average, read from the mapping, to the core. A failure (a member
     /// died or stalls: bounded wait) leaves the bucket open, so the step times out in the
     /// core and the group re-forms, as a lost ring message does.
-    fn reduce_direct(&mut self, step: u64, bucket: u32, local: &[f32]) {
+    ///
+    /// While it waits for its peers it goes on answering their messages (a peer may need
+    /// this rank's reply to reach the step at all); the outputs other than sends are
+    /// returned, to be carried out after backward, and a regroup meanwhile ends the wait.
+    fn reduce_direct(&mut self, step: u64, bucket: u32, local: &[f32]) -> Vec<Output> {
+        let mut deferred = Vec::new();
         if self.core.phase() != &Phase::Training || self.core.step() != step {
-            return;
+            return deferred;
         }
         let (gen, members, divisor) = (
             self.core.gen(),
@@ -241,19 +246,33 @@ impl Driver {
             self.core.divisor(),
         );
         let Some(groups) = self.direct.as_mut() else {
-            return;
+            return deferred;
         };
         let rank = self.core.config().rank;
         let group = match groups.group(gen, &members) {
             Ok(g) => g,
-            Err(_) => return,
+            Err(_) => return deferred,
         };
         if local.len() > group.floats() {
-            return;
+            return deferred;
         }
         group.input()[..local.len()].copy_from_slice(local);
         let whole = 0..local.len();
-        match group.allreduce(std::slice::from_ref(&whole), divisor) {
+        let (core, rx, net, clock) = (&mut self.core, &self.rx, &self.net, &self.clock);
+        let answer_peers = || {
+            for _ in 0..4096 {
+                let Ok(m) = rx.try_recv() else { break };
+                core.on_message(m.from, m.msg, clock.now_ms());
+            }
+            for out in core.take_outputs() {
+                match out {
+                    Output::Send { to, msg } => net.send(to, &msg),
+                    other => deferred.push(other),
+                }
+            }
+            core.phase() == &Phase::Training && core.step() == step && core.gen() == gen
+        };
+        match group.allreduce_with(std::slice::from_ref(&whole), divisor, answer_peers) {
             Ok(reduced) => {
                 let now = self.clock.now_ms();
                 self.core
@@ -266,6 +285,7 @@ impl Driver {
                 groups.broken();
             }
         }
+        deferred
     }
 
     fn handle_outputs(&mut self, compute: &mut Option<(u64, Slice)>) {

@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"SBGRPv01");
 const PAGE: usize = 4096;
+/// How often a wait asks its caller whether to go on.
+pub const WAIT_SLICE: Duration = Duration::from_millis(2);
 const LINE: usize = 64;
 // Header: magic, world, floats in the first line; the futex word and the waiter
 // flag on lines of their own; then one arrival line per rank.
@@ -231,16 +233,33 @@ impl ShmGroup {
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
 
-    /// Waits (bounded) until `ready` holds, woken by the group's futex word.
-    fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), LinkError> {
+    /// Waits (bounded) until `ready` holds, woken by the group's futex word; every
+    /// [`WAIT_SLICE`] asks `keep_waiting` (which may do other work) whether to go on.
+    fn wait_until(
+        &self,
+        ready: impl Fn() -> bool,
+        keep_waiting: &mut impl FnMut() -> bool,
+    ) -> Result<(), LinkError> {
         let (seq, waiting) = (self.word32(OFF_SEQ), self.word32(OFF_WAITING));
-        wait_for(
-            seq,
-            waiting,
-            self.timeout,
-            || ready().then_some(()),
-            || Ok(()),
-        )
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match wait_for(
+                seq,
+                waiting,
+                left.min(WAIT_SLICE),
+                || ready().then_some(()),
+                || Ok(()),
+            ) {
+                Err(LinkError::Timeout(_)) if !left.is_zero() => {
+                    if !keep_waiting() {
+                        return Err(LinkError::Cancelled);
+                    }
+                }
+                Err(LinkError::Timeout(_)) => return Err(LinkError::Timeout(self.timeout)),
+                other => return other,
+            }
+        }
     }
 
     fn wake(&self) {
@@ -263,12 +282,27 @@ impl ShmGroup {
         buckets: &'a [Range<usize>],
         divisor: usize,
     ) -> Result<Reduced<'a>, LinkError> {
+        self.allreduce_with(buckets, divisor, || true)
+    }
+
+    /// [`ShmGroup::allreduce`], asking `keep_waiting` every [`WAIT_SLICE`] of a wait
+    /// whether to go on (a node answers its peers' messages there); `Cancelled` when it
+    /// says no (the group is then unusable, as after a timeout).
+    pub fn allreduce_with<'a>(
+        &'a mut self,
+        buckets: &'a [Range<usize>],
+        divisor: usize,
+        mut keep_waiting: impl FnMut() -> bool,
+    ) -> Result<Reduced<'a>, LinkError> {
         let e = self.epoch + 1;
         self.epoch = e;
         let t0 = Instant::now();
         self.arrived(self.rank).store(e, SeqCst);
         self.wake();
-        self.wait_until(|| (0..self.world).all(|r| self.arrived(r).load(SeqCst) >= e))?;
+        self.wait_until(
+            || (0..self.world).all(|r| self.arrived(r).load(SeqCst) >= e),
+            &mut keep_waiting,
+        )?;
         let t1 = Instant::now();
         // Chunks of all-reduce `e` are numbers `(e - 1) T .. e T`; every earlier one was
         // finished before any rank got past the arrivals above.
@@ -291,7 +325,7 @@ impl ShmGroup {
             }
         }
         let t2 = Instant::now();
-        self.wait_until(|| done.load(SeqCst) >= end)?;
+        self.wait_until(|| done.load(SeqCst) >= end, &mut keep_waiting)?;
         self.last = PhaseTimes {
             wait_inputs: t1 - t0,
             reduce: t2 - t1,

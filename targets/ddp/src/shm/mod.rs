@@ -86,6 +86,9 @@ pub enum LinkError {
     /// The reader replaced the file (it restarted); the writer must reopen the path.
     #[error("shared-memory link: the reader replaced the link file")]
     Abandoned,
+    /// The caller of a group all-reduce stopped waiting (its protocol moved on).
+    #[error("shared-memory all-reduce: the caller stopped waiting")]
+    Cancelled,
 }
 
 /// A fresh file of `len` bytes beside `path`, under a temporary name the caller renames
