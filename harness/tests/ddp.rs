@@ -176,7 +176,8 @@ fn steps_ends_the_run_once_every_rank_committed_them() {
 }
 
 /// `--transport shm`: the ranks exchange everything through shared-memory links in
-/// `/dev/shm`; kills and pauses reach them as over TCP (every check holds), the links
+/// `/dev/shm` and all-reduce the buckets through a shared-memory group per generation;
+/// kills and pauses reach them as over TCP (every check holds), the links
 /// are gone after the run, and a partition, which shared memory cannot feel, is refused
 /// as a usage error naming why.
 #[test]
@@ -206,6 +207,11 @@ fn shared_memory_transport_survives_kills_and_pauses_and_refuses_partitions() {
     let run = std::fs::canonicalize(store.path().join("latest")).unwrap();
     let log = std::fs::read_to_string(run.join("nodes/n1/node.log")).unwrap();
     assert!(log.contains("by shared memory in"), "{log}");
+    // The buckets went through the generation's shared-memory group, not ring messages.
+    assert!(
+        log.contains("all-reduces through the shared-memory group") && log.contains(": joined"),
+        "{log}"
+    );
     let dir = splitbrain::target::ddp::shm_dir(&run.join("nodes/n1/data")).unwrap();
     assert!(!dir.exists(), "{} removed after the run", dir.display());
 

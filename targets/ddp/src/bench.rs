@@ -10,12 +10,14 @@ use crate::core::ring::{BucketRing, ReduceMode};
 use crate::core::{Chunk, Msg};
 use crate::model::{Gemm, Mlp};
 use crate::net::{self, PeerNet};
-use crate::shm::{self, ring::ShmRing, LinkReader, LinkWriter};
+use crate::shm::{
+    self, direct::PhaseTimes, direct::ShmGroup, ring::ShmRing, LinkReader, LinkWriter,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bytes copied per second by `copy_from_slice` of a `bytes`-sized buffer (best of a few).
@@ -48,7 +50,15 @@ pub enum BenchTransport {
     ShmFrames,
     /// The ring straight over shared-memory links ([`crate::shm::ring`]): each rank
     /// reduces from its predecessor's bytes into the bytes for its successor.
+    ShmRing,
+    /// The direct all-reduce over one shared mapping ([`crate::shm::direct`]): gradients
+    /// already in the ranks' slots, the ranks sum chunks from all slots, taking them from
+    /// a shared counter; the result is read where it is.
     ShmDirect,
+    /// As `ShmDirect`, but from and to each rank's private buffer: the gradient copied
+    /// into the slot and the result copied out are timed too.
+    #[value(name = "shm-copy")]
+    ShmDirectCopy,
 }
 
 impl BenchTransport {
@@ -57,7 +67,9 @@ impl BenchTransport {
         match self {
             BenchTransport::Tcp => "tcp",
             BenchTransport::ShmFrames => "shm",
+            BenchTransport::ShmRing => "shm-ring",
             BenchTransport::ShmDirect => "shm-direct",
+            BenchTransport::ShmDirectCopy => "shm-copy",
         }
     }
 }
@@ -96,7 +108,10 @@ pub fn allreduce_seconds(
 ) -> Option<f64> {
     let dir = LinkDir::new()?;
     let per_rank = match transport {
-        BenchTransport::ShmDirect => direct_ranks(world, floats, iters, &dir)?,
+        BenchTransport::ShmRing => ring_ranks(world, floats, iters, &dir)?,
+        BenchTransport::ShmDirect | BenchTransport::ShmDirectCopy => {
+            group_ranks(world, floats, iters, transport, &dir)?
+        }
         BenchTransport::Tcp | BenchTransport::ShmFrames => {
             message_ranks(world, floats, iters, transport, &dir)?
         }
@@ -110,6 +125,13 @@ pub fn allreduce_seconds(
     }
     per_iter.sort_by(f64::total_cmp);
     per_iter.get(iters / 2).copied()
+}
+
+/// The benchmark's buckets of a message of `floats` f32.
+fn bench_buckets(floats: usize) -> Vec<std::ops::Range<usize>> {
+    (0..floats.div_ceil(BENCH_BUCKET_FLOATS))
+        .map(|b| b * BENCH_BUCKET_FLOATS..((b + 1) * BENCH_BUCKET_FLOATS).min(floats))
+        .collect()
 }
 
 type RankThread = std::thread::JoinHandle<Option<Vec<f64>>>;
@@ -156,9 +178,7 @@ fn message_ranks(
         }
     }
     let barrier = Arc::new(Barrier::new(world));
-    let buckets: Vec<std::ops::Range<usize>> = (0..floats.div_ceil(BENCH_BUCKET_FLOATS))
-        .map(|b| b * BENCH_BUCKET_FLOATS..((b + 1) * BENCH_BUCKET_FLOATS).min(floats))
-        .collect();
+    let buckets = bench_buckets(floats);
     let mut handles = Vec::new();
     for (rank, (net, rx)) in nets.into_iter().enumerate() {
         let succ = (rank + 1) % world;
@@ -220,14 +240,9 @@ fn message_ranks(
     Some(handles)
 }
 
-/// The ranks of the direct path: [`ShmRing::allreduce`] of the whole message in place,
-/// in buckets of [`BENCH_BUCKET_FLOATS`] as the message path.
-fn direct_ranks(
-    world: usize,
-    floats: usize,
-    iters: usize,
-    dir: &LinkDir,
-) -> Option<Vec<RankThread>> {
+/// The ranks of the ring over links: [`ShmRing::allreduce`] of the whole message in
+/// place, in buckets of [`BENCH_BUCKET_FLOATS`] as the message path.
+fn ring_ranks(world: usize, floats: usize, iters: usize, dir: &LinkDir) -> Option<Vec<RankThread>> {
     let capacity = shm::ring::link_capacity(BENCH_BUCKET_FLOATS, world);
     let readers: Vec<LinkReader> = (0..world)
         .map(|r| {
@@ -273,6 +288,90 @@ fn direct_ranks(
     Some(handles)
 }
 
+/// Rank 0's phase split of each timed all-reduce of the last `shm-direct`/`shm-copy` row.
+static PHASES: Mutex<Vec<PhaseTimes>> = Mutex::new(Vec::new());
+
+/// The ranks of the direct path: [`ShmGroup::allreduce`] of the whole message, chunks
+/// cut per bucket of [`BENCH_BUCKET_FLOATS`] (the ring's summation order). For
+/// `ShmDirect` the gradient is written into the slot before the clock starts (where
+/// backward would write it) and the result is left in the mapping; `ShmDirectCopy` times
+/// the copy in and the copy out as well.
+fn group_ranks(
+    world: usize,
+    floats: usize,
+    iters: usize,
+    transport: BenchTransport,
+    dir: &LinkDir,
+) -> Option<Vec<RankThread>> {
+    let path = dir.0.join("group");
+    ShmGroup::create(&path, world, floats).ok()?;
+    if let Ok(mut p) = PHASES.lock() {
+        p.clear();
+    }
+    let copy = transport == BenchTransport::ShmDirectCopy;
+    let barrier = Arc::new(Barrier::new(world));
+    let mut handles = Vec::new();
+    for rank in 0..world {
+        let path = path.clone();
+        let barrier = barrier.clone();
+        let buckets = bench_buckets(floats);
+        handles.push(std::thread::spawn(move || -> Option<Vec<f64>> {
+            let grad = gradient(rank, floats);
+            let mut buf = grad.clone();
+            let opened = ShmGroup::open(&path, rank, Duration::from_secs(20));
+            // Every rank waits for the others here, also one that could not map the
+            // file, so none is left waiting at the barrier.
+            barrier.wait();
+            let mut group = opened.ok()?;
+            let mut times = Vec::new();
+            for it in 0..=iters {
+                buf.copy_from_slice(&grad);
+                if !copy {
+                    group.input().copy_from_slice(&buf);
+                }
+                barrier.wait();
+                let t = Instant::now();
+                if copy {
+                    group.input().copy_from_slice(&buf);
+                }
+                let reduced = group.allreduce(&buckets, world).ok()?;
+                if copy {
+                    reduced.copy_to(&mut buf);
+                }
+                let elapsed = t.elapsed().as_secs_f64();
+                if it > 0 {
+                    times.push(elapsed);
+                    if rank == 0 {
+                        if let Ok(mut p) = PHASES.lock() {
+                            p.push(group.last);
+                        }
+                    }
+                }
+            }
+            Some(times)
+        }));
+    }
+    Some(handles)
+}
+
+/// Rank 0's median phase split of the last direct row, as a line under it.
+fn print_phases() {
+    let Ok(mut p) = PHASES.lock() else { return };
+    if p.is_empty() {
+        return;
+    }
+    p.sort_by_key(|t| t.wait_inputs + t.reduce + t.wait_sums);
+    let m = p[p.len() / 2];
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "{:>10} rank 0: wait for inputs {:.2} ms, sum the chunks it took {:.2} ms, wait for the others' chunks {:.2} ms",
+        "",
+        ms(m.wait_inputs),
+        ms(m.reduce),
+        ms(m.wait_sums)
+    );
+}
+
 /// Seconds per forward + backward of a `batch` on `mlp` with `kind` (median of `iters`).
 pub fn step_seconds(mlp: &Mlp, batch: usize, kind: Gemm, iters: usize) -> f64 {
     let params = mlp.init(1);
@@ -316,6 +415,12 @@ pub fn print_row(transport: BenchTransport, world: usize, mib: usize, mem: f64) 
         }
         None => println!("{label:>10} {world:>5} {mib:>8}   (did not complete)"),
     }
+    if matches!(
+        transport,
+        BenchTransport::ShmDirect | BenchTransport::ShmDirectCopy
+    ) {
+        print_phases();
+    }
 }
 
 /// Runs the benchmark and prints its tables: all rank counts, sizes and transports
@@ -326,7 +431,9 @@ pub fn run(ranks: &[usize], mib: &[usize], transports: &[BenchTransport]) {
     let all = [
         BenchTransport::Tcp,
         BenchTransport::ShmFrames,
+        BenchTransport::ShmRing,
         BenchTransport::ShmDirect,
+        BenchTransport::ShmDirectCopy,
     ];
     let transports = if transports.is_empty() {
         &all[..]
@@ -346,9 +453,11 @@ pub fn run(ranks: &[usize], mib: &[usize], transports: &[BenchTransport]) {
     let mem = memcpy_bandwidth(64 << 20);
     println!("memcpy bandwidth (64 MiB buffer): {:.2} GB/s", mem / 1e9);
     println!();
-    println!("ring all-reduce, 1 MiB buckets (median of 3-5; busbw = algbw x 2(n-1)/n)");
+    println!("all-reduce, 1 MiB buckets (median of 3-5; busbw = algbw x 2(n-1)/n)");
     println!("  tcp: the node's frames over loopback TCP; shm: the node's frames through shared-memory links (--transport shm);");
-    println!("  shm-direct: the ring straight over shared-memory links, reducing from the peer's bytes in place");
+    println!("  shm-ring: the ring straight over shared-memory links, reducing from the peer's bytes in place;");
+    println!("  shm-direct: one shared mapping, gradients in it, ranks sum chunks from all ranks' slots, result read in place;");
+    println!("  shm-copy: shm-direct from and to private buffers (copy in and copy out timed)");
     println!(
         "{:>10} {:>5} {:>8} {:>11} {:>12} {:>12} {:>10}",
         "transport", "ranks", "MiB", "time ms", "algbw GB/s", "busbw GB/s", "% memcpy"

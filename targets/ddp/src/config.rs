@@ -149,7 +149,8 @@ pub struct Args {
     /// 1,4,16,64), and no kernel table.
     #[arg(long, value_delimiter = ',')]
     pub bench_mib: Vec<usize>,
-    /// With --bench: only these transports (comma-separated: tcp, shm, shm-direct;
+    /// With --bench: only these transports (comma-separated: tcp, shm, shm-ring,
+    /// shm-direct, shm-copy;
     /// default all), and no kernel table.
     #[arg(long, value_delimiter = ',', value_enum)]
     pub bench_transports: Vec<crate::bench::BenchTransport>,

@@ -131,6 +131,19 @@ async fn run(args: Args) -> Result<(), String> {
             _ => format!("by TCP, listening on {}", args.peer_listen),
         }
     );
+    // With shared memory the buckets are all-reduced through one mapping per generation;
+    // a wait is bounded by the step timeout, after which the core re-forms the group.
+    let direct = match (args.transport, &args.shm_dir) {
+        (Transport::Shm, Some(dir)) => {
+            let largest = train.buckets.iter().map(|b| b.len()).max().unwrap_or(0);
+            let bound =
+                Duration::from_millis((args.step_timeout_ms.max(10) as u64 / 2).clamp(5, 2000));
+            Some(shm::generations::GenerationGroups::new(
+                dir, rank, largest, bound,
+            ))
+        }
+        _ => None,
+    };
     let driver = Driver {
         core,
         data,
@@ -151,6 +164,7 @@ async fn run(args: Args) -> Result<(), String> {
         logged: committed,
         overlap: !args.no_overlap,
         timing: Default::default(),
+        direct,
         train,
     };
     std::thread::Builder::new()

@@ -11,6 +11,7 @@ use crate::core::{CkptId, Core, DataPos, Output, Phase, Slice};
 use crate::data::Dataset;
 use crate::model::{self, Gemm};
 use crate::net::{Inbound, PeerNet};
+use crate::shm::generations::GenerationGroups;
 use crate::store::{CkptMeta, StepRecord, Store};
 use splitbrain_target_runtime::OffsetClock;
 use std::collections::BTreeMap;
@@ -102,6 +103,9 @@ pub struct Driver {
     pub overlap: bool,
     /// Step time accounting.
     pub timing: StepTiming,
+    /// With `--transport shm`: the shared-memory groups buckets are all-reduced through
+    /// (where the core allows it), instead of the core's ring messages.
+    pub direct: Option<GenerationGroups>,
 }
 
 fn fatal(e: &dyn std::fmt::Display) -> ! {
@@ -191,6 +195,7 @@ impl Driver {
         let mut next_bucket = 0usize;
         let mut deferred = Vec::new();
         let overlap = self.overlap;
+        let direct = self.direct.is_some() && self.core.direct_reduce_allowed();
         mlp.backward(Gemm::Simd, &params, &acts, &y, &mut grad, |layer, g| {
             // Without overlap every bucket waits for the end of backward (layer 0).
             let done_from = if overlap || layer == 0 {
@@ -199,13 +204,13 @@ impl Driver {
                 usize::MAX
             };
             while next_bucket < buckets.len() && buckets[next_bucket].start >= done_from {
-                let now = self.clock.now_ms();
-                self.core.local_bucket(
-                    step,
-                    next_bucket as u32,
-                    &g[buckets[next_bucket].clone()],
-                    now,
-                );
+                let local = &g[buckets[next_bucket].clone()];
+                if direct {
+                    deferred.extend(self.reduce_direct(step, next_bucket as u32, local));
+                } else {
+                    let now = self.clock.now_ms();
+                    self.core.local_bucket(step, next_bucket as u32, local, now);
+                }
                 next_bucket += 1;
             }
             self.drain_inbound();
@@ -220,6 +225,67 @@ impl Driver {
         self.timing.compute += started.elapsed();
         self.timing.backward_end = Some((step, std::time::Instant::now()));
         self.run_outputs(deferred, compute);
+    }
+
+    /// All-reduces bucket `bucket` of `step` through the generation's shared-memory group
+    /// and hands the average, read from the mapping, to the core. A failure (a member
+    /// died or stalls: bounded wait) leaves the bucket open, so the step times out in the
+    /// core and the group re-forms, as a lost ring message does.
+    ///
+    /// While it waits for its peers it goes on answering their messages (a peer may need
+    /// this rank's reply to reach the step at all); the outputs other than sends are
+    /// returned, to be carried out after backward, and a regroup meanwhile ends the wait.
+    fn reduce_direct(&mut self, step: u64, bucket: u32, local: &[f32]) -> Vec<Output> {
+        let mut deferred = Vec::new();
+        if self.core.phase() != &Phase::Training || self.core.step() != step {
+            return deferred;
+        }
+        let (gen, members, divisor) = (
+            self.core.gen(),
+            self.core.members().to_vec(),
+            self.core.divisor(),
+        );
+        let Some(groups) = self.direct.as_mut() else {
+            return deferred;
+        };
+        let rank = self.core.config().rank;
+        let group = match groups.group(gen, &members) {
+            Ok(g) => g,
+            Err(_) => return deferred,
+        };
+        if local.len() > group.floats() {
+            return deferred;
+        }
+        group.input()[..local.len()].copy_from_slice(local);
+        let whole = 0..local.len();
+        let (core, rx, net, clock) = (&mut self.core, &self.rx, &self.net, &self.clock);
+        let answer_peers = || {
+            for _ in 0..4096 {
+                let Ok(m) = rx.try_recv() else { break };
+                core.on_message(m.from, m.msg, clock.now_ms());
+            }
+            for out in core.take_outputs() {
+                match out {
+                    Output::Send { to, msg } => net.send(to, &msg),
+                    other => deferred.push(other),
+                }
+            }
+            core.phase() == &Phase::Training && core.step() == step && core.gen() == gen
+        };
+        match group.allreduce_with(std::slice::from_ref(&whole), divisor, answer_peers) {
+            Ok(reduced) => {
+                let now = self.clock.now_ms();
+                self.core
+                    .reduced_bucket(step, bucket, local, reduced.pieces(), now);
+            }
+            Err(e) => {
+                println!(
+                    "rank {rank}: shared-memory all-reduce in generation {gen}, step {step}: {e}"
+                );
+                groups.broken();
+            }
+        }
+        deferred
     }
 
     fn handle_outputs(&mut self, compute: &mut Option<(u64, Slice)>) {

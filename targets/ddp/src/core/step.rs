@@ -48,17 +48,72 @@ impl Core {
     pub(super) fn ring(&mut self, step: u64, bucket: u32) -> Option<&mut BucketRing> {
         let len = self.cfg.buckets.get(bucket as usize)?.len();
         let (index, n, mode) = (self.index(), self.members.len(), self.ring_mode());
-        // The bug keeps dividing by the full world size after a shrink.
-        let divisor = if self.cfg.bugs.shrink_without_rescale {
-            self.cfg.world
-        } else {
-            n
-        };
+        let divisor = self.divisor();
         Some(
             self.rings
                 .entry((step, bucket))
                 .or_insert_with(|| BucketRing::new(index, n, len, mode).with_divisor(divisor)),
         )
+    }
+
+    /// What the summed gradient is divided by: the members (the `shrink-without-rescale`
+    /// bug keeps dividing by the full world size after a shrink).
+    pub fn divisor(&self) -> usize {
+        if self.cfg.bugs.shrink_without_rescale {
+            self.cfg.world
+        } else {
+            self.members.len()
+        }
+    }
+
+    /// Whether the driver may all-reduce this rank's buckets itself (the shared-memory
+    /// group) and hand the averages to [`Core::reduced_bucket`]: not under the bugs that
+    /// live in the ring's messages (arrival-order sums, giving up on a late bucket).
+    pub fn direct_reduce_allowed(&self) -> bool {
+        self.ring_mode() == ReduceMode::Ring && self.cfg.bugs.stale_bucket_ms.is_none()
+    }
+
+    /// The average of bucket `bucket` for `step`, all-reduced outside the core (in the
+    /// ring's summation order), as pieces `(offset in the bucket, values)` covering it;
+    /// `local` is this rank's gradient of the bucket. Ignored unless that step is in
+    /// progress. Completes the step once every bucket is in, as the ring's result does.
+    pub fn reduced_bucket<'a>(
+        &mut self,
+        step: u64,
+        bucket: u32,
+        local: &[f32],
+        pieces: impl IntoIterator<Item = (usize, &'a [f32])>,
+        now: i64,
+    ) {
+        if self.phase != Phase::Training || step != self.step {
+            return;
+        }
+        let b = bucket as usize;
+        let Some(range) = self.cfg.buckets.get(b).cloned() else {
+            return;
+        };
+        if local.len() != range.len() || self.resolved.get(b).copied().unwrap_or(true) {
+            return;
+        }
+        if self.cfg.bugs.skip_allreduce {
+            self.local[range.clone()].copy_from_slice(local);
+        }
+        let avg = &mut self.avg[range];
+        for (at, v) in pieces {
+            if let Some(dst) = avg.get_mut(at..at + v.len()) {
+                dst.copy_from_slice(v);
+            }
+        }
+        self.last_progress = now;
+        self.resolve(b, now);
+    }
+
+    /// Bucket `b` of the step has its average; the step is applied once all have.
+    fn resolve(&mut self, b: usize, now: i64) {
+        self.resolved[b] = true;
+        if self.resolved.iter().all(|r| *r) {
+            self.apply(now);
+        }
     }
 
     pub(super) fn send_ring(&mut self, step: u64, bucket: u32, sends: Vec<ring::RingSend>) {
@@ -132,10 +187,7 @@ impl Core {
                 self.avg[range].copy_from_slice(&prev);
             }
         }
-        self.resolved[b] = true;
-        if self.resolved.iter().all(|r| *r) {
-            self.apply(now);
-        }
+        self.resolve(b, now);
     }
 
     /// SGD with momentum: `v = μ v + g; p -= lr v`. Shared with the reference replay.

@@ -18,10 +18,14 @@
 //! therefore costs the other side no more than a bounded wait ([`LinkError::Timeout`]).
 //!
 //! [`LinkWriter::writable`] and [`LinkReader::readable`] hand out the ring's bytes in place,
-//! so the direct all-reduce ([`ring`]) reduces straight from the peer's bytes into the
+//! so the ring all-reduce ([`ring`]) reduces straight from the peer's bytes into the
 //! bytes for the next peer; [`frames`] carries the node's messages in the TCP framing.
+//! [`direct`] is the all-reduce over one mapping all ranks share (no links: each rank sums
+//! chunks from every rank's slot, one meeting per all-reduce).
 
+pub mod direct;
 pub mod frames;
+pub mod generations;
 pub mod ring;
 
 use memmap2::MmapMut;
@@ -82,6 +86,40 @@ pub enum LinkError {
     /// The reader replaced the file (it restarted); the writer must reopen the path.
     #[error("shared-memory link: the reader replaced the link file")]
     Abandoned,
+    /// The caller of a group all-reduce stopped waiting (its protocol moved on).
+    #[error("shared-memory all-reduce: the caller stopped waiting")]
+    Cancelled,
+}
+
+/// A fresh file of `len` bytes beside `path`, under a temporary name the caller renames
+/// over `path` once it is filled (so nobody opens it half made): the file and that name.
+fn fresh_file(path: &Path, len: usize) -> Result<(std::fs::File, PathBuf), LinkError> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let io = |source| LinkError::Io {
+        path: tmp.clone(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io)?;
+    file.set_len(len as u64).map_err(io)?;
+    Ok((file, tmp))
+}
+
+/// Opens an existing shared file (a link or a group) for reading and writing.
+fn open_shared(path: &Path) -> Result<std::fs::File, LinkError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|source| LinkError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// One side's mapping of a link file.
@@ -244,20 +282,12 @@ impl LinkReader {
             source,
         };
         let capacity = capacity.max(1).div_ceil(4096) * 4096;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io)?;
-        file.set_len((HEADER + capacity) as u64).map_err(io)?;
+        let (file, tmp) = fresh_file(path, HEADER + capacity)?;
         let m = Mapping::map(&file, path)?;
         m.u64_at(OFF_CAPACITY).store(capacity as u64, SeqCst);
         m.u64_at(OFF_MAGIC).store(MAGIC, SeqCst);
         // The old file's writer must learn that nobody reads it any more.
-        if let Ok(old) = OpenOptions::new().read(true).write(true).open(path) {
+        if let Ok(old) = open_shared(path) {
             if let Ok(old) = Mapping::map(&old, path) {
                 if old.valid() {
                     old.u32_at(OFF_ABANDONED).store(1, SeqCst);
@@ -392,14 +422,7 @@ pub struct LinkWriter {
 impl LinkWriter {
     /// Opens the link at `path` and starts a session there.
     pub fn open(path: &Path) -> Result<LinkWriter, LinkError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|source| LinkError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let file = open_shared(path)?;
         let m = Mapping::map(&file, path)?;
         if !m.valid() {
             return Err(LinkError::Format(path.to_path_buf()));
@@ -520,5 +543,7 @@ pub fn default_root() -> PathBuf {
     }
 }
 
+#[cfg(test)]
+mod direct_tests;
 #[cfg(test)]
 mod tests;

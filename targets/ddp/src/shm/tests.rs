@@ -10,9 +10,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::mpsc;
 
-const BOUND: Duration = Duration::from_secs(10);
+pub(super) const BOUND: Duration = Duration::from_secs(10);
 
-fn shm_dir() -> tempfile::TempDir {
+pub(super) fn shm_dir() -> tempfile::TempDir {
     match tempfile::tempdir_in(default_root()) {
         Ok(d) => d,
         Err(_) => tempfile::tempdir().expect("a temporary directory"),
@@ -62,60 +62,78 @@ fn messages_arrive_in_order_and_whole_through_wrap_around() {
     writer.join().unwrap();
 }
 
-/// The direct ring among `world` threads (each mapping the links itself) gives every
-/// rank the same bits, equal to the one-process reference of each bucket.
+/// Seeded random gradients, one per rank.
+pub(super) fn random_grads(world: usize, len: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..world)
+        .map(|_| (0..len).map(|_| rng.gen_range(-1e3f32..1e3)).collect())
+        .collect()
+}
+
+/// The one-process reference of every bucket of `bucket` f32, concatenated.
+pub(super) fn bucketed_reference(grads: &[Vec<f32>], bucket: usize) -> Vec<f32> {
+    let len = grads.first().map_or(0, |g| g.len());
+    let mut want = Vec::new();
+    for start in (0..len).step_by(bucket) {
+        let end = (start + bucket).min(len);
+        let parts: Vec<&[f32]> = grads.iter().map(|g| &g[start..end]).collect();
+        want.extend(reference_average(&parts));
+    }
+    want
+}
+
+/// Every rank's result of the ring over links among `grads.len()` threads (each mapping
+/// the links itself), all-reduced twice (the second reuses the links where the first
+/// left them, and must give the same bits).
+pub(super) fn ring_results(grads: &[Vec<f32>], bucket: usize) -> Vec<Vec<f32>> {
+    let world = grads.len();
+    let dir = shm_dir();
+    let readers: Vec<LinkReader> = (0..world)
+        .map(|r| {
+            let path = link_path(dir.path(), (r + world - 1) % world, r);
+            LinkReader::create(&path, link_capacity(bucket, world)).unwrap()
+        })
+        .collect();
+    let handles: Vec<_> = readers
+        .into_iter()
+        .enumerate()
+        .map(|(rank, from_pred)| {
+            let mut buf = grads[rank].clone();
+            let to = link_path(dir.path(), rank, (rank + 1) % world);
+            std::thread::spawn(move || {
+                let mut ring = ShmRing {
+                    rank,
+                    world,
+                    from_pred,
+                    to_succ: LinkWriter::open(&to).unwrap(),
+                    timeout: BOUND,
+                };
+                let again = buf.clone();
+                ring.allreduce(&mut buf, bucket, world).unwrap();
+                let mut second = again;
+                ring.allreduce(&mut second, bucket, world).unwrap();
+                assert_eq!(bits(&buf), bits(&second));
+                buf
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// The direct ring among `world` threads gives every rank the same bits, equal to the
+/// one-process reference of each bucket.
 #[test]
 fn direct_ring_is_bit_identical_and_matches_the_reference() {
     for (world, len, bucket) in [(2, 1001, 300), (3, 5000, 1024), (4, 70_001, 16_384)] {
-        let dir = shm_dir();
-        let mut rng = ChaCha8Rng::seed_from_u64(world as u64);
-        let grads: Vec<Vec<f32>> = (0..world)
-            .map(|_| (0..len).map(|_| rng.gen_range(-1e3f32..1e3)).collect())
-            .collect();
-        let readers: Vec<LinkReader> = (0..world)
-            .map(|r| {
-                let path = link_path(dir.path(), (r + world - 1) % world, r);
-                LinkReader::create(&path, link_capacity(bucket, world)).unwrap()
-            })
-            .collect();
-        let handles: Vec<_> = readers
-            .into_iter()
-            .enumerate()
-            .map(|(rank, from_pred)| {
-                let mut buf = grads[rank].clone();
-                let to = link_path(dir.path(), rank, (rank + 1) % world);
-                std::thread::spawn(move || {
-                    let mut ring = ShmRing {
-                        rank,
-                        world,
-                        from_pred,
-                        to_succ: LinkWriter::open(&to).unwrap(),
-                        timeout: BOUND,
-                    };
-                    // Twice: the second all-reduce reuses the links where the first left them.
-                    let again = buf.clone();
-                    ring.allreduce(&mut buf, bucket, world).unwrap();
-                    let mut second = again;
-                    ring.allreduce(&mut second, bucket, world).unwrap();
-                    assert_eq!(bits(&buf), bits(&second));
-                    buf
-                })
-            })
-            .collect();
-        let results: Vec<Vec<f32>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let mut want = Vec::new();
-        for start in (0..len).step_by(bucket) {
-            let end = (start + bucket).min(len);
-            let parts: Vec<&[f32]> = grads.iter().map(|g| &g[start..end]).collect();
-            want.extend(reference_average(&parts));
-        }
-        for (rank, r) in results.iter().enumerate() {
+        let grads = random_grads(world, len, world as u64);
+        let want = bucketed_reference(&grads, bucket);
+        for (rank, r) in ring_results(&grads, bucket).iter().enumerate() {
             assert_eq!(bits(r), bits(&want), "world {world} rank {rank}");
         }
     }
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
+pub(super) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
@@ -172,6 +190,18 @@ fn writer_of_a_dead_reader_times_out_and_learns_of_its_replacement() {
     again.write_all(&[1, 2, 3, 4], BOUND).unwrap();
 }
 
+/// This test binary again, running only the ignored test `name` (a child process's entry
+/// point) with `env` set to `path`.
+pub(super) fn spawn_child(name: &str, env: &str, path: &Path) -> std::process::Child {
+    let exe = std::env::current_exe().unwrap();
+    std::process::Command::new(exe)
+        .args([name, "--exact", "--ignored", "--nocapture"])
+        .env(env, path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Environment variable that makes [`child_writer`] act: the link path it writes to.
 const CHILD_ENV: &str = "SPLITBRAIN_DDP_SHM_CHILD";
 
@@ -196,18 +226,7 @@ fn a_killed_writer_costs_a_bounded_wait_and_a_restarted_one_resets() {
     let dir = shm_dir();
     let path = link_path(dir.path(), 1, 0);
     let mut r = LinkReader::create(&path, 1 << 16).unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "shm::tests::child_writer",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, &path)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child("shm::tests::child_writer", CHILD_ENV, &path);
     // The first half crosses from the other process.
     let mut half = vec![0u8; 1000];
     let got = read_exact(&mut r, &mut half, BOUND);
