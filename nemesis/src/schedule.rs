@@ -30,19 +30,20 @@ pub(crate) const SHAPES: &[&str] = &[
 /// Fault classes with their own timelines: faults of one class never overlap (so a node
 /// is never killed and paused at once, and partitions do not stack), while faults of
 /// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
-const CLASSES: &[&[&str]] = &[
-    &["kill", "kill-one", "pause", "strobe-pause"],
-    &[
-        "partition",
-        "partition-leader",
-        "leader-churn",
-        "figure-8",
-        "slow",
-        "loss",
-        "slow-client",
-    ],
-    &["clock"],
-];
+/// The class of `kind`: processes 0, links (between nodes or to clients) 1, clocks 2.
+fn class_of(kind: &str) -> Option<usize> {
+    match kind {
+        "kill" | "kill-one" | "pause" | "strobe-pause" => Some(0),
+        "clock" => Some(2),
+        k if crate::NETWORK_FAULTS.contains(&k) || crate::CLIENT_LINK_FAULTS.contains(&k) => {
+            Some(1)
+        }
+        _ => None,
+    }
+}
+
+/// How many classes [`class_of`] names.
+const CLASS_COUNT: usize = 3;
 
 /// Builds the schedule. Each class present runs its own timeline: a fault lasting between
 /// a quarter and three quarters of the class interval, then a quiet gap of the same range.
@@ -64,16 +65,14 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
     if kinds.is_empty() || n == 0 || iv == 0 {
         return Vec::new();
     }
-    let classes: Vec<(usize, Vec<&str>)> = CLASSES
-        .iter()
-        .enumerate()
-        .map(|(c, members)| {
+    let classes: Vec<(usize, Vec<&str>)> = (0..CLASS_COUNT)
+        .map(|c| {
             (
                 c,
                 kinds
                     .iter()
                     .copied()
-                    .filter(|k| members.contains(k))
+                    .filter(|k| class_of(k) == Some(c))
                     .collect::<Vec<_>>(),
             )
         })
