@@ -4,25 +4,28 @@
 use crate::target::Target;
 use std::path::PathBuf;
 
+/// The program `name` beside this executable, or one level up (test binaries live in
+/// `target/<profile>/deps`): where the workspace's own node binaries are.
+pub fn beside_splitbrain(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let found = exe
+        .parent()
+        .into_iter()
+        .flat_map(|d| [Some(d), d.parent()])
+        .flatten()
+        .map(|dir| dir.join(name))
+        .find(|cand| cand.is_file());
+    found
+}
+
 /// Finds a target's node binary: `--target-bin`, beside the running executable, or PATH.
 pub fn find_binary(explicit: Option<&PathBuf>, name: &str) -> anyhow::Result<PathBuf> {
     if let Some(p) = explicit {
         anyhow::ensure!(p.is_file(), "--target-bin {} does not exist", p.display());
         return Ok(p.clone());
     }
-    if let Ok(exe) = std::env::current_exe() {
-        // Beside us, or one level up (test binaries live in target/<profile>/deps).
-        for dir in exe
-            .parent()
-            .into_iter()
-            .flat_map(|d| [Some(d), d.parent()])
-            .flatten()
-        {
-            let cand = dir.join(name);
-            if cand.is_file() {
-                return Ok(cand);
-            }
-        }
+    if let Some(found) = beside_splitbrain(name) {
+        return Ok(found);
     }
     if let Some(found) = find_on_path(name) {
         return Ok(found);

@@ -224,3 +224,45 @@ fn a_server_that_exits_at_start_cannot_run_and_leaves_nothing_behind() {
     assert!(stderr.contains("starting n1"), "{stderr}");
     assert!(support::no_process_mentions(&store));
 }
+
+/// `clock = "faketime"`: the harness preloads libfaketime into each node and the clock
+/// nemesis rewrites the node's offset file; every node process, looked at from outside
+/// while the bump is on, reads a wall clock an hour ahead.
+#[test]
+fn a_spec_with_clock_faketime_has_its_nodes_clocks_moved_by_libfaketime() {
+    if !python3() {
+        return;
+    }
+    if splitbrain_nemesis::faketime::FaketimeClocks::library().is_none() {
+        eprintln!("SKIP: libfaketime is not installed (Debian package faketime)");
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let (spec, plan) = support::faketime_register_spec(store.path(), 3600);
+    let mut child = support::spawn_test(
+        "exec",
+        3,
+        store.path(),
+        &[
+            "--target-spec",
+            &spec,
+            "--workload",
+            "register",
+            "--nemesis-plan",
+            &plan,
+            "--time-limit",
+            "7",
+        ],
+    );
+    let marker = store.path().display().to_string();
+    let seen = support::watch_faketime_offsets(
+        &mut child,
+        &marker,
+        3,
+        3600,
+        std::time::Duration::from_secs(20),
+    );
+    let out = child.wait_with_output().unwrap();
+    support::assert_faketime_run(store.path(), &out, &seen, 3, 3600);
+    assert!(support::no_process_mentions(store.path()));
+}

@@ -10,6 +10,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::nemesis_ops;
+
 fn testbed(n: usize, without_nft: &[usize]) -> Option<SshTestbed> {
     if let Some(why) = unavailable_reason() {
         eprintln!("skipping: namespace hosts with sshd cannot be made here: {why}");
@@ -47,14 +50,6 @@ fn assert_clean(bed: &SshTestbed) {
 fn results(store: &Path) -> Value {
     let text = std::fs::read(store.join("latest/results.json")).expect("results.json");
     serde_json::from_slice(&text).expect("results.json parses")
-}
-
-fn nemesis_ops(store: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(store.join("latest/history.jsonl")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|op| op["process"] == "nemesis")
-        .collect()
 }
 
 fn assert_logs_collected(store: &Path, n: usize) {
@@ -370,5 +365,57 @@ fn an_unchanged_binary_is_not_uploaded_again() {
             .unwrap();
         session.close().await;
     });
+    assert_clean(&bed);
+}
+
+/// A target whose clocks move through libfaketime (`clock = "faketime"`) on SSH hosts:
+/// each node starts with the host's libfaketime preloaded and its offset file in the
+/// node's directory there; the clock nemesis rewrites that file over SSH. Looked at from
+/// outside (the namespace hosts share this machine's processes), every node reads a wall
+/// clock an hour ahead while the bump is on; afterwards nothing is left on the hosts.
+#[test]
+fn a_faketime_clock_target_has_its_clocks_moved_on_the_hosts() {
+    if splitbrain_nemesis::faketime::FaketimeClocks::library().is_none() {
+        eprintln!("skipping: libfaketime is not installed (Debian package faketime)");
+        return;
+    }
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let (spec, plan) = support::faketime_register_spec(store.path(), 3600);
+    let mut child = splitbrain(
+        &hosts,
+        store.path(),
+        &[
+            "--target",
+            "exec",
+            "--target-spec",
+            &spec,
+            "--workload",
+            "register",
+            "--nemesis-plan",
+            &plan,
+            "--time-limit",
+            "7",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The nodes' data directories are under the hosts' data directories.
+    let marker = bed
+        .data_dir(0)
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .display()
+        .to_string();
+    let seen =
+        support::watch_faketime_offsets(&mut child, &marker, 3, 3600, Duration::from_secs(30));
+    let out = child.wait_with_output().unwrap();
+    support::assert_faketime_run(store.path(), &out, &seen, 3, 3600);
+    assert_logs_collected(store.path(), 3);
     assert_clean(&bed);
 }

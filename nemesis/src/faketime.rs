@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use crate::NemesisError;
 
-/// Where Debian and others install the library (multi-threaded variant preferred).
-const CANDIDATES: &[&str] = &[
+/// Where Debian and others install the library (multi-threaded variant preferred); a
+/// remote host is searched for the same paths.
+pub const LIBRARY_CANDIDATES: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
     "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -32,7 +33,10 @@ pub struct FaketimeClocks {
 impl FaketimeClocks {
     /// The libfaketime library, if installed.
     pub fn library() -> Option<PathBuf> {
-        CANDIDATES.iter().map(PathBuf::from).find(|p| p.is_file())
+        LIBRARY_CANDIDATES
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
     }
 
     /// Offset files for `n` nodes in `dir` (created if needed), all at offset 0.
@@ -60,13 +64,10 @@ impl FaketimeClocks {
         let Some(file) = self.files.get(i) else {
             return Vec::new();
         };
-        vec![
-            ("LD_PRELOAD".into(), self.library.display().to_string()),
-            ("FAKETIME_TIMESTAMP_FILE".into(), file.display().to_string()),
-            ("FAKETIME_NO_CACHE".into(), "1".into()),
-            // skew moves wall clocks; monotonic clocks (timeouts) stay true
-            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
-        ]
+        preload_env(
+            &self.library.display().to_string(),
+            &file.display().to_string(),
+        )
     }
 
     /// Moves node `i`'s clock to `offset_ms` from real time. The file is replaced
@@ -77,10 +78,38 @@ impl FaketimeClocks {
             .get(i)
             .ok_or_else(|| NemesisError::Fault(format!("no node n{}", i + 1)))?;
         let tmp = file.with_extension("tmp");
-        // libfaketime's relative format: "+3.250" / "-0.500" seconds
-        let text = format!("{:+.3}\n", offset_ms as f64 / 1000.0);
-        std::fs::write(&tmp, text)?;
+        std::fs::write(&tmp, offset_text(offset_ms))?;
         std::fs::rename(&tmp, file)?;
         Ok(())
+    }
+}
+
+/// The environment that makes a process read its wall clock from libfaketime at
+/// `library`, offset by what `offset_file` says (re-read on every call).
+pub fn preload_env(library: &str, offset_file: &str) -> Vec<(String, String)> {
+    vec![
+        ("LD_PRELOAD".into(), library.to_string()),
+        ("FAKETIME_TIMESTAMP_FILE".into(), offset_file.to_string()),
+        ("FAKETIME_NO_CACHE".into(), "1".into()),
+        // skew moves wall clocks; monotonic clocks (timeouts) stay true
+        ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+    ]
+}
+
+/// An offset file's contents for `offset_ms`: libfaketime's relative format, "+3.250" or
+/// "-0.500" seconds.
+pub fn offset_text(offset_ms: i64) -> String {
+    format!("{:+.3}\n", offset_ms as f64 / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_are_written_in_libfaketimes_relative_seconds() {
+        assert_eq!(offset_text(3250), "+3.250\n");
+        assert_eq!(offset_text(-500), "-0.500\n");
+        assert_eq!(offset_text(0), "+0.000\n");
     }
 }

@@ -487,7 +487,7 @@ fn resolve_target(
         let faults = a.nemesis.split(',').map(str::trim);
         if !t.serves_clock() && faults.clone().any(|f| f == "clock") {
             return Err(usage(format!(
-                "--nemesis clock needs POST /admin/clock, which the target spec {} does not declare (clock = true)",
+                "--nemesis clock needs a way to move the nodes' clocks, which the target spec {} does not declare (clock = true for POST /admin/clock, or clock = \"faketime\")",
                 path.display()
             )));
         }

@@ -41,8 +41,16 @@ pub struct RemoteNodeSpec {
 
 struct RemoteNode {
     spec: RemoteNodeSpec,
-    pid: Option<u32>,
+    /// The node's PID and its start time (clock ticks after boot): a process is the node
+    /// only while both match, whatever program it has become by `exec` (a wrapper script,
+    /// an interpreter found through a shim).
+    pid: Option<(u32, u64)>,
 }
+
+/// A shell function printing the start time of process `$1` (field 22 of its stat file;
+/// the fields are counted after the parenthesised name, which may hold spaces).
+pub(crate) const START_TIME_FN: &str =
+    "st() { sed 's/^.*) //' \"/proc/$1/stat\" 2>/dev/null | cut -d' ' -f20; }";
 
 /// Everything the run made on one host, to remove at the end.
 struct HostFiles {
@@ -52,6 +60,50 @@ struct HostFiles {
     binary: String,
     /// The data directory itself, when the run had to create it.
     made_data_dir: bool,
+    /// The host's libfaketime, when the run moves clocks through it.
+    faketime: Option<String>,
+}
+
+/// The offset file libfaketime reads for the node in `dir` (beside its log).
+fn faketime_file(dir: &str) -> String {
+    format!("{dir}/faketime")
+}
+
+/// The first of libfaketime's usual paths that is a file on `host`.
+async fn find_faketime(host: &HostSession) -> Result<String, RemoteError> {
+    let candidates: Vec<String> = splitbrain_nemesis::faketime::LIBRARY_CANDIDATES
+        .iter()
+        .map(|p| quote(p))
+        .collect();
+    let out = host
+        .run(
+            "looking for libfaketime",
+            &format!(
+                "for p in {}; do if [ -f \"$p\" ]; then echo \"$p\"; exit 0; fi; done; echo none",
+                candidates.join(" ")
+            ),
+        )
+        .await?;
+    match out.trim() {
+        "none" | "" => Err(RemoteError::Missing {
+            host: host.host.label(),
+            what:
+                "libfaketime, which --nemesis clock needs for this target (Debian package faketime)"
+                    .into(),
+        }),
+        lib => Ok(lib.to_string()),
+    }
+}
+
+/// A shell command that replaces `file` with `text` atomically (a reader never sees
+/// half of it).
+fn write_atomically(file: &str, text: &str) -> String {
+    format!(
+        "printf %s {t} > {tmp} && mv -f {tmp} {f}",
+        t = quote(text),
+        tmp = quote(&format!("{file}.tmp")),
+        f = quote(file)
+    )
 }
 
 /// A cluster of node processes, node `i` on host `i`.
@@ -80,7 +132,9 @@ impl RemoteCluster {
     /// Lays out the run's directories on every host, puts the binary there (the upload
     /// skipped where the host's copy has the same checksum) and starts each host's leash,
     /// which removes what the run made there should the harness die. `firewalls` is empty
-    /// when the run does not use the hosts' firewalls. No node runs yet.
+    /// when the run does not use the hosts' firewalls. With `faketime` (a target whose
+    /// clocks move through libfaketime, under a clock nemesis) every host must have the
+    /// library; each node's offset file starts at 0. No node runs yet.
     pub async fn prepare(
         target: Arc<dyn Target>,
         hosts: Vec<Arc<HostSession>>,
@@ -88,6 +142,7 @@ impl RemoteCluster {
         binary: &BinarySource,
         nodes: Vec<RemoteNodeSpec>,
         tag: &str,
+        faketime: bool,
     ) -> Result<RemoteCluster, RemoteError> {
         let mut cluster = RemoteCluster {
             files: Vec::new(),
@@ -144,19 +199,31 @@ impl RemoteCluster {
                 h,
                 &LeashSpec {
                     run_dir: &run_dir,
-                    binary: &binary,
                     nft: firewalls.get(i).map(|f| f.nft.as_str()),
                     made_data_dir: made_data_dir.then_some(data_dir.as_str()),
                 },
             )
             .await;
             cluster.files.push(HostFiles {
-                run_dir,
+                run_dir: run_dir.clone(),
                 binary,
                 made_data_dir,
+                faketime: None,
             });
             // Pushed after the files, so a failure here still finds them in teardown.
             cluster.leashes.get_mut().push(held?);
+            if faketime {
+                let lib = find_faketime(h).await?;
+                let file = faketime_file(&node_dir(&run_dir, &cluster.node_name(i)));
+                h.run(
+                    "writing the clock offset file",
+                    &write_atomically(&file, &splitbrain_nemesis::faketime::offset_text(0)),
+                )
+                .await?;
+                if let Some(f) = cluster.files.last_mut() {
+                    f.faketime = Some(lib);
+                }
+            }
         }
         Ok(cluster)
     }
@@ -187,26 +254,39 @@ impl RemoteCluster {
             cmd.push_str(&quote(a));
         }
         let d = quote(&dir);
+        // Assignments before `nohup` reach the node, which nohup execs.
+        let env: String = f
+            .faketime
+            .iter()
+            .flat_map(|lib| splitbrain_nemesis::faketime::preload_env(lib, &faketime_file(&dir)))
+            .map(|(k, v)| format!("{k}={} ", quote(&v)))
+            .collect();
         let script = format!(
-            "mkdir -p {d}/data && cd {d} || exit 1\nnohup {cmd} >> {d}/node.log 2>&1 < /dev/null &\necho $! > {d}/node.pid && echo $!"
+            "{START_TIME_FN}\nmkdir -p {d}/data && cd {d} || exit 1\n{env}nohup {cmd} >> {d}/node.log 2>&1 < /dev/null &\np=$!; echo \"$p $(st $p)\" > {d}/node.pid && echo \"$p $(st $p)\""
         );
         let out = self.hosts[i].run("starting the node", &script).await?;
-        let pid = out
-            .trim()
-            .parse::<u32>()
-            .map_err(|_| RemoteError::Command {
+        let mut words = out.split_whitespace();
+        let Some(pid) = words.next().and_then(|p| p.parse::<u32>().ok()) else {
+            return Err(RemoteError::Command {
                 host: self.hosts[i].host.label(),
                 what: "starting the node".into(),
                 detail: format!("expected its PID, got {out:?}"),
-            })?;
-        node.pid = Some(pid);
+            });
+        };
+        // No start time: it has exited already. 0 matches no process, so the readiness
+        // wait reports it as exited, with its log.
+        let start = words
+            .next()
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(0);
+        node.pid = Some((pid, start));
         Ok(())
     }
 
-    /// Sends `sig` to node `i` if its PID still runs the node binary; with `wait_gone`,
-    /// waits (bounded) until the process has gone.
+    /// Sends `sig` to node `i` if its PID is still the process started as the node (same
+    /// start time); with `wait_gone`, waits (bounded) until the process has gone.
     async fn signal(&self, i: usize, sig: &str, wait_gone: bool) -> Result<bool, RemoteError> {
-        let Some(pid) = self.nodes[i].lock().await.pid else {
+        let Some((pid, start)) = self.nodes[i].lock().await.pid else {
             return Ok(false);
         };
         let wait = if wait_gone {
@@ -216,8 +296,7 @@ impl RemoteCluster {
             ":"
         };
         let script = format!(
-            "p={pid}; b=$(readlink -f \"$(command -v {bin})\"); if [ -n \"$b\" ] && [ \"$(readlink /proc/$p/exe 2>/dev/null)\" = \"$b\" ]; then kill -{sig} $p; {wait}; echo alive; else echo gone; fi",
-            bin = quote(&self.files[i].binary)
+            "{START_TIME_FN}\np={pid}; if [ \"$(st $p)\" = {start} ]; then kill -{sig} $p; {wait}; echo alive; else echo gone; fi"
         );
         let out = self.hosts[i].run("signalling the node", &script).await?;
         Ok(out.trim() == "alive")
@@ -385,12 +464,32 @@ impl ClusterControl for RemoteCluster {
                     .await
                     .map_err(NemesisError::Fault)
             }
-            ClockSource::Faketime | ClockSource::Unsupported => Err(NemesisError::Unsupported(
-                format!(
-                    "the clock of target {} on a remote host (only the admin endpoint of bundled targets is driven over SSH)",
-                    self.target.name()
-                ),
-            )),
+            ClockSource::Faketime => {
+                let (Some(files), Some(node)) = (self.files.get(i), self.nodes.get(i)) else {
+                    return Err(NemesisError::Fault(format!("no node n{}", i + 1)));
+                };
+                if files.faketime.is_none() {
+                    return Err(NemesisError::Unsupported(format!(
+                        "the clock of {} on host {}: libfaketime was not preloaded (the run has no clock nemesis)",
+                        node.lock().await.spec.name,
+                        self.hosts[i].host.label()
+                    )));
+                }
+                let dir = node_dir(&files.run_dir, &node.lock().await.spec.name);
+                let text = splitbrain_nemesis::faketime::offset_text(offset_ms);
+                self.hosts[i]
+                    .run(
+                        "moving the node's clock",
+                        &write_atomically(&faketime_file(&dir), &text),
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| NemesisError::Fault(e.to_string()))
+            }
+            ClockSource::Unsupported => Err(NemesisError::Unsupported(format!(
+                "the clock of target {} cannot be moved",
+                self.target.name()
+            ))),
         }
     }
 }

@@ -18,8 +18,6 @@ use std::sync::Arc;
 pub struct LeashSpec<'a> {
     /// `<data_dir>/splitbrain-<tag>`, holding `n<i>/node.pid`.
     pub run_dir: &'a str,
-    /// The node binary as started there (a PID is killed only if it runs this).
-    pub binary: &'a str,
     /// The command that runs nft there, when the run uses the host's firewall.
     pub nft: Option<&'a str>,
     /// The data directory, when the run created it (removed if empty).
@@ -30,13 +28,14 @@ pub struct LeashSpec<'a> {
 pub fn script(spec: &LeashSpec<'_>) -> String {
     // Signals of a closing session must not cut the clean-up short; output has nowhere to go.
     let mut s = String::from("trap '' HUP INT TERM PIPE\nexec >/dev/null 2>&1\ncat >/dev/null\n");
+    // A pid file holds "PID START-TIME": only that very process is killed.
     s.push_str(&format!(
-        "r={run}\nb=$(readlink -f \"$(command -v {bin})\")\n\
-         for f in \"$r\"/n*/node.pid; do\n  [ -f \"$f\" ] || continue\n  p=$(cat \"$f\")\n  \
-         if [ -n \"$p\" ] && [ -n \"$b\" ] && [ \"$(readlink /proc/$p/exe)\" = \"$b\" ]; then kill -9 \"$p\"; fi\n\
+        "{st}\nr={run}\n\
+         for f in \"$r\"/n*/node.pid; do\n  [ -f \"$f\" ] || continue\n  read -r p t < \"$f\"\n  \
+         if [ -n \"$p\" ] && [ -n \"$t\" ] && [ \"$(st \"$p\")\" = \"$t\" ]; then kill -9 \"$p\"; fi\n\
          done\n",
+        st = super::cluster::START_TIME_FN,
         run = quote(spec.run_dir),
-        bin = quote(spec.binary),
     ));
     if let Some(nft) = spec.nft {
         s.push_str(&format!(
@@ -67,8 +66,7 @@ mod tests {
     #[test]
     fn the_script_waits_for_stdin_then_kills_by_pid_file_and_removes_only_its_own() {
         let spec = LeashSpec {
-            run_dir: "/srv/sb/splitbrain-1-x",
-            binary: "/srv/sb/splitbrain-1-x/bin/kv node",
+            run_dir: "/srv/sb/splitbrain-1 x",
             nft: Some("PATH=$PATH:/usr/sbin:/sbin nft"),
             made_data_dir: Some("/srv/sb"),
         };
@@ -76,9 +74,8 @@ mod tests {
         let wait = s.find("cat >/dev/null").unwrap();
         let kill = s.find("kill -9").unwrap();
         assert!(wait < kill, "kills before its stdin ends:\n{s}");
-        assert!(s.contains("r=/srv/sb/splitbrain-1-x\n"));
-        // The binary's name has a space: quoted, so `command -v` sees one word.
-        assert!(s.contains("command -v '/srv/sb/splitbrain-1-x/bin/kv node'"));
+        // The run directory's name has a space: quoted, one word to the shell.
+        assert!(s.contains("r='/srv/sb/splitbrain-1 x'\n"));
         assert!(s.contains("delete table inet splitbrain"));
         assert!(s.contains("rmdir /srv/sb"));
         // Without a firewall or a data directory of its own, it touches neither.
@@ -95,24 +92,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("splitbrain-t");
         std::fs::create_dir_all(run.join("n1")).unwrap();
-        // A node that is this very test binary's sibling process: `sleep`, started here.
+        // Two "nodes", `sleep`s started here: n1's pid file names it with its start time;
+        // n2's names its PID with another start time (a recycled PID): left alone.
         let mut node = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
-        std::fs::write(run.join("n1/node.pid"), node.id().to_string()).unwrap();
-        let sleep = String::from_utf8(
-            std::process::Command::new("sh")
-                .args(["-c", "command -v sleep"])
-                .output()
-                .unwrap()
-                .stdout,
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let start_of = |pid: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(19).unwrap().parse::<u64>().unwrap()
+        };
+        std::fs::write(
+            run.join("n1/node.pid"),
+            format!("{} {}\n", node.id(), start_of(node.id())),
+        )
+        .unwrap();
+        std::fs::create_dir_all(run.join("n2")).unwrap();
+        std::fs::write(
+            run.join("n2/node.pid"),
+            format!("{} {}\n", other.id(), start_of(other.id()) + 1),
         )
         .unwrap();
         let run_s = run.display().to_string();
         let s = script(&LeashSpec {
             run_dir: &run_s,
-            binary: sleep.trim(),
             nft: None,
             made_data_dir: None,
         });
@@ -126,5 +134,11 @@ mod tests {
         let status = node.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9), "the node was not killed");
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "a process whose start time differs was killed"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 }

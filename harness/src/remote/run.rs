@@ -42,9 +42,15 @@ pub async fn run_remote_test(
         hosts.len(),
         spec.nodes
     );
+    // A workspace binary (beside splitbrain) or a given file is uploaded; a bare program
+    // name otherwise (python3, etcd, postgres) is the host's own, found on its PATH.
+    let name = target.binary_name();
     let binary = match &spec.target_bin {
         Some(p) if !p.is_file() => BinarySource::OnHost(p.display().to_string()),
-        explicit => BinarySource::Local(find_binary(explicit.as_ref(), target.binary_name())?),
+        None if !name.contains('/') && crate::programs::beside_splitbrain(name).is_none() => {
+            BinarySource::OnHost(name.to_string())
+        }
+        explicit => BinarySource::Local(find_binary(explicit.as_ref(), name)?),
     };
     let (nemesis_spec, spec, run_dir) = open_run(spec)?;
     let spec = &spec;
@@ -124,6 +130,8 @@ pub async fn run_remote_test(
         &binary,
         nodes,
         &tag,
+        target.clock_source() == crate::target::ClockSource::Faketime
+            && nemesis_spec.faults.iter().any(|f| f == "clock"),
     )
     .await
     {

@@ -11,7 +11,7 @@
 
 use super::{
     every_node_ready, kv, poll_until, post_clock_offset, request_timeout_ms, txn, BoxFuture,
-    BugInfo, Client, Target, TargetOptions,
+    BugInfo, Client, ClockSource, Target, TargetOptions,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -72,8 +72,17 @@ struct SpecFile {
     bugs: Option<Spanned<BTreeMap<String, String>>>,
     #[serde(default)]
     status: bool,
-    #[serde(default)]
-    clock: bool,
+    clock: Option<Spanned<ClockField>>,
+}
+
+/// `clock` as written: `true` or `"endpoint"` (the server serves `POST /admin/clock`),
+/// `"faketime"` (the harness preloads libfaketime into each node and moves its wall
+/// clock through an offset file), `false` (its clock cannot be moved).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ClockField {
+    Flag(bool),
+    Named(String),
 }
 
 /// Placeholders every template may use (see [`ExecTarget::node_args`]).
@@ -128,7 +137,7 @@ pub struct ExecTarget {
     read_modes: Vec<String>,
     bugs: Vec<(String, String)>,
     status: bool,
-    clock: bool,
+    clock: ClockSource,
 }
 
 impl ExecTarget {
@@ -164,6 +173,20 @@ impl ExecTarget {
             path: shown.to_string(),
             line: crate::text::line_of(text, span.start),
             message,
+        };
+        let clock = match file.clock.as_ref().map(|c| (c.span(), c.get_ref())) {
+            None | Some((_, ClockField::Flag(false))) => ClockSource::Unsupported,
+            Some((_, ClockField::Flag(true))) => ClockSource::Endpoint,
+            Some((_, ClockField::Named(n))) if n == "endpoint" => ClockSource::Endpoint,
+            Some((_, ClockField::Named(n))) if n == "faketime" => ClockSource::Faketime,
+            Some((span, ClockField::Named(n))) => {
+                return Err(invalid(
+                    span,
+                    format!(
+                        "`clock = {n:?}`: expected true or \"endpoint\" (POST /admin/clock), \"faketime\" (libfaketime preloaded into each node) or false"
+                    ),
+                ))
+            }
         };
         let command_span = file.command.span();
         let command = file.command.into_inner();
@@ -266,7 +289,7 @@ impl ExecTarget {
                 .map(|b| b.into_inner().into_iter().collect())
                 .unwrap_or_default(),
             status: file.status,
-            clock: file.clock,
+            clock,
             path,
             spec_dir,
         })
@@ -277,10 +300,10 @@ impl ExecTarget {
         &self.path
     }
 
-    /// Whether the spec declares `POST /admin/clock` (`clock = true`); without it the
-    /// clock nemesis cannot run.
+    /// Whether the spec says how to move its clock (`clock = true`, `"endpoint"` or
+    /// `"faketime"`); without that the clock nemesis cannot run.
     pub fn serves_clock(&self) -> bool {
-        self.clock
+        self.clock != ClockSource::Unsupported
     }
 
     /// Expands `template` with `vars` (name, value) into `out`.
@@ -323,6 +346,10 @@ fn expand(word: &str, vars: &[(&str, String)]) -> String {
 impl Target for ExecTarget {
     fn name(&self) -> &str {
         "exec"
+    }
+
+    fn clock_source(&self) -> ClockSource {
+        self.clock
     }
     fn description(&self) -> &str {
         &self.description
@@ -441,12 +468,14 @@ impl Target for ExecTarget {
     ) -> BoxFuture<'a, Result<(), String>> {
         let path = self.path.display().to_string();
         Box::pin(async move {
-            if self.clock {
-                post_clock_offset(http, addr, offset_ms).await
-            } else {
-                Err(format!(
+            match self.clock {
+                ClockSource::Endpoint => post_clock_offset(http, addr, offset_ms).await,
+                ClockSource::Faketime => Err(format!(
+                    "the target spec {path} moves clocks through libfaketime, not POST /admin/clock"
+                )),
+                ClockSource::Unsupported => Err(format!(
                     "the target spec {path} declares no POST /admin/clock (clock = false)"
-                ))
+                )),
             }
         })
     }
@@ -619,6 +648,31 @@ stale-read = "followers answer reads from a cache (fault: none needed)"
         );
         assert!(
             e.contains("unknown placeholder {bugs} in `bug_args`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn clock_says_how_the_clock_moves_and_anything_else_is_refused_with_its_line() {
+        let with = |clock: &str| {
+            parse(&format!(
+                "command = [\"srv\"]\nworkloads = [\"register\"]\n{clock}\n"
+            ))
+        };
+        let source = |clock: &str| with(clock).unwrap().clock_source();
+        assert_eq!(source(""), ClockSource::Unsupported);
+        assert_eq!(source("clock = false"), ClockSource::Unsupported);
+        assert_eq!(source("clock = true"), ClockSource::Endpoint);
+        assert_eq!(source("clock = \"endpoint\""), ClockSource::Endpoint);
+        assert_eq!(source("clock = \"faketime\""), ClockSource::Faketime);
+        assert!(with("clock = \"faketime\"").unwrap().serves_clock());
+        assert!(!with("clock = false").unwrap().serves_clock());
+        let e = match with("clock = \"sundial\"") {
+            Ok(_) => panic!("clock = \"sundial\" accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with("target spec t.toml:3:") && e.contains("\"faketime\""),
             "{e}"
         );
     }

@@ -130,3 +130,145 @@ pub fn postgres_unavailable() -> Option<String> {
         .is_ok_and(|p| p.lines().any(|l| l.starts_with(&format!("{OS_USER}:"))));
     (root && !has_user).then(|| format!("running as root without an OS user `{OS_USER}`"))
 }
+
+/// The offset in seconds between real time and the wall clock process `pid` reads
+/// through libfaketime: None unless libfaketime is mapped into it. `date` is run under
+/// the process's own LD_PRELOAD and FAKETIME_* variables (read from `/proc/PID/environ`),
+/// so this reads the offset file the process reads, as it reads it.
+pub fn faketime_offset_s(pid: u32) -> Option<i64> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    if !maps.contains("libfaketime") {
+        return None;
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let vars: Vec<(String, String)> = environ
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let (k, v) = std::str::from_utf8(kv).ok()?.split_once('=')?;
+            (k == "LD_PRELOAD" || k.starts_with("FAKETIME")).then(|| (k.into(), v.into()))
+        })
+        .collect();
+    let out = Command::new("date").arg("+%s").envs(vars).output().ok()?;
+    let faked: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    Some(faked - real)
+}
+
+/// Watches `child` (a run) until every process whose command line contains `marker`
+/// (there must be `count`) reads a wall clock about `offset_s` ahead through libfaketime,
+/// or until `bound`; returns what the last look saw, per PID.
+pub fn watch_faketime_offsets(
+    child: &mut std::process::Child,
+    marker: &str,
+    count: usize,
+    offset_s: i64,
+    bound: std::time::Duration,
+) -> Vec<(u32, Option<i64>)> {
+    let start = std::time::Instant::now();
+    loop {
+        let seen: Vec<(u32, Option<i64>)> = pids_where(|p| {
+            std::fs::read(p.join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .into_iter()
+        .map(|pid| (pid, faketime_offset_s(pid)))
+        .collect();
+        let moved = seen
+            .iter()
+            .filter(|(_, o)| o.is_some_and(|o| (o - offset_s).abs() <= 5))
+            .count();
+        if moved >= count || start.elapsed() > bound || child.try_wait().ok().flatten().is_some() {
+            return seen;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Writes, in `dir`, a target spec for the Python register store of
+/// `examples/http-contract/python` whose clocks move through libfaketime
+/// (`clock = "faketime"`), and a plan that bumps every node's clock `offset_s` ahead from
+/// 0.5 s to 5.5 s into the run; returns (spec, plan).
+pub fn faketime_register_spec(dir: &Path, offset_s: i64) -> (String, String) {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/http-contract/python/register_server.py")
+        .canonicalize()
+        .expect("the Python register server");
+    let spec = dir.join("register-faketime.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"description = "the Python register store, its wall clock moved by libfaketime"
+command = ["python3", "{}", "--id", "{{id}}", "--client-listen", "{{client_addr}}",
+           "--peer-listen", "{{peer_addr}}", "--peers", "{{peers}}", "--data-dir", "{{data_dir}}",
+           "--request-timeout-ms", "{{request_timeout_ms}}"]
+workloads = ["register"]
+status = true
+clock = "faketime"
+"#,
+            server.display()
+        ),
+    )
+    .unwrap();
+    let plan = dir.join("clock-plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!([{"at_ms": 500, "for_ms": 5000, "f": "clock", "mode": "bump",
+                            "nodes": ["n1", "n2", "n3"], "offset_ms": offset_s * 1000}])
+        .to_string(),
+    )
+    .unwrap();
+    (spec.display().to_string(), plan.display().to_string())
+}
+
+/// The nemesis ops of the store's latest history.
+pub fn nemesis_ops(store: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(store.join("latest/history.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|op| op["process"] == "nemesis")
+        .collect()
+}
+
+/// Checks a faketime run that `watch_faketime_offsets` watched: it exited 0, the
+/// `count` node processes all read a clock `offset_s` ahead (within 5 s), and its clock
+/// faults started and stopped without an error.
+pub fn assert_faketime_run(
+    store: &Path,
+    out: &std::process::Output,
+    seen: &[(u32, Option<i64>)],
+    count: usize,
+    offset_s: i64,
+) {
+    let results = std::fs::read(store.join("latest/results.json"))
+        .ok()
+        .and_then(|r| serde_json::from_slice::<Value>(&r).ok())
+        .unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{results:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let moved = seen
+        .iter()
+        .filter(|(_, o)| o.is_some_and(|o| (o - offset_s).abs() <= 5))
+        .count();
+    assert_eq!(
+        moved, count,
+        "node processes and their clock offsets (s): {seen:?}"
+    );
+    let clock_ops: Vec<Value> = nemesis_ops(store)
+        .into_iter()
+        .filter(|o| o["f"].as_str().is_some_and(|f| f.contains("clock")))
+        .collect();
+    assert!(clock_ops.len() >= 2, "clock ops: {clock_ops:#?}");
+    for op in &clock_ops {
+        assert!(
+            op["value"].get("error").is_none(),
+            "a clock fault failed: {op}"
+        );
+    }
+}
