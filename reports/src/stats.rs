@@ -54,14 +54,12 @@ pub fn history_stats(history: &History) -> HistoryStats {
                 .map(|c| time(c).saturating_sub(time(p.invoke_pos)))
         })
         .collect();
-    latencies.sort_unstable();
-    let pct = |q: f64| -> f64 {
-        if latencies.is_empty() {
-            return 0.0;
-        }
-        let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-        latencies[i.min(latencies.len() - 1)] as f64 / 1e6
-    };
+    let (p50, p95, p99) = (
+        percentile(&mut latencies, 0.50),
+        percentile(&mut latencies, 0.95),
+        percentile(&mut latencies, 0.99),
+    );
+    let max = latencies.iter().max();
     let first = time(0);
     let last = history.len().checked_sub(1).map(time).unwrap_or(0);
     let duration_s = last.saturating_sub(first) as f64 / 1e9;
@@ -77,10 +75,10 @@ pub fn history_stats(history: &History) -> HistoryStats {
             counts.ok as f64 / ops as f64
         },
         latency_ms: Latency {
-            p50: pct(0.50),
-            p95: pct(0.95),
-            p99: pct(0.99),
-            max: latencies.last().map(|&l| l as f64 / 1e6).unwrap_or(0.0),
+            p50,
+            p95,
+            p99,
+            max: max.map(|&l| l as f64 / 1e6).unwrap_or(0.0),
         },
         throughput: if duration_s > 0.0 {
             counts.ok as f64 / duration_s
@@ -92,11 +90,37 @@ pub fn history_stats(history: &History) -> HistoryStats {
     }
 }
 
+/// The `q` quantile of `latencies` (ns) in ms: the element a sort would put at the
+/// rounded position `(len - 1) * q`, found by selection (a history has millions), which
+/// reorders `latencies`.
+fn percentile(latencies: &mut [u64], q: f64) -> f64 {
+    if latencies.is_empty() {
+        return 0.0;
+    }
+    let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+    let (_, nth, _) = latencies.select_nth_unstable(i.min(latencies.len() - 1));
+    *nth as f64 / 1e6
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
     use splitbrain_checkers::{Op, OpType, Process};
+
+    #[test]
+    fn percentiles_are_those_of_the_sorted_latencies() {
+        // Out of order, with repeats: selection must pick what sorting would.
+        let latencies: Vec<u64> = (0..1001u64).map(|i| (i * 7919) % 613 * 1_000_000).collect();
+        let mut sorted = latencies.clone();
+        sorted.sort_unstable();
+        for q in [0.0, 0.5, 0.95, 0.99, 1.0] {
+            let at = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+            let mut shuffled = latencies.clone();
+            assert_eq!(percentile(&mut shuffled, q), sorted[at] as f64 / 1e6, "{q}");
+        }
+        assert_eq!(percentile(&mut [], 0.5), 0.0);
+    }
 
     #[test]
     fn counts_and_percentiles() {

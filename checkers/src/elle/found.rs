@@ -34,6 +34,17 @@ impl Found {
         }
     }
 
+    /// Adds what a later pass found, as if its instances had been added after these:
+    /// counts add up, and instances fill each type's bound in order.
+    pub fn merge(&mut self, later: Found) {
+        for (name, (count, cases)) in later.by_type {
+            let e = self.by_type.entry(name).or_insert((0, Vec::new()));
+            e.0 += count;
+            let room = MAX_INSTANCES.saturating_sub(e.1.len());
+            e.1.extend(cases.into_iter().take(room));
+        }
+    }
+
     /// Marks a type as present without an instance (e.g. empty-transaction-graph).
     pub fn flag(&mut self, name: &str, explanation: String) {
         self.add(name, || Case {

@@ -44,22 +44,31 @@ pub(crate) struct DuplicateAppends {
     pub explanation: String,
 }
 
-/// Runs every list-append analysis. Returns `Err` (as Elle refuses to check, calling it
-/// `duplicate-appends`) when some value was appended to the same key more than once.
-pub(crate) fn analyze(
-    txns: &Txns,
-    namer: &Namer,
-    found: &mut Found,
-) -> Result<AppendIndex, DuplicateAppends> {
+/// Who appended each version, from the writer pass.
+struct Appends {
+    /// Every transaction's appends (NONE: never appended).
+    any_writer: Vec<u32>,
+    /// Only ok/info transactions' appends.
+    writer: Vec<u32>,
+    failed: Vec<bool>,
+    intermediate: Vec<bool>,
+    /// Per key: how many possible appends, and the last of them.
+    append_count: Vec<u32>,
+    single_append: Vec<u32>,
+}
+
+/// The writer of every version; `Err` at the first value appended twice to a key.
+fn appends(txns: &Txns) -> Result<Appends, DuplicateAppends> {
     let nv = txns.num_versions();
     let nk = txns.num_keys();
-    let mut any_writer = vec![NONE; nv];
-    let mut writer = vec![NONE; nv];
-    let mut failed = vec![false; nv];
-    let mut intermediate = vec![false; nv];
-    let mut append_count = vec![0u32; nk];
-    let mut single_append = vec![NONE; nk];
-
+    let mut a = Appends {
+        any_writer: vec![NONE; nv],
+        writer: vec![NONE; nv],
+        failed: vec![false; nv],
+        intermediate: vec![false; nv],
+        append_count: vec![0u32; nk],
+        single_append: vec![NONE; nk],
+    };
     for (t, tx) in txns.txns.iter().enumerate() {
         let t = t as u32;
         let mops = txns.mops_of(tx);
@@ -67,7 +76,7 @@ pub(crate) fn analyze(
             if m.kind != MopKind::Append {
                 continue;
             }
-            if any_writer[m.a as usize] != NONE {
+            if a.any_writer[m.a as usize] != NONE {
                 let (key, value) = (txns.key_text(m.key), txns.version_text(m.a));
                 return Err(DuplicateAppends {
                     explanation: format!(
@@ -77,25 +86,28 @@ pub(crate) fn analyze(
                     value,
                 });
             }
-            any_writer[m.a as usize] = t;
+            a.any_writer[m.a as usize] = t;
             if tx.possible() {
-                writer[m.a as usize] = t;
-                append_count[m.key as usize] += 1;
-                single_append[m.key as usize] = m.a;
+                a.writer[m.a as usize] = t;
+                a.append_count[m.key as usize] += 1;
+                a.single_append[m.key as usize] = m.a;
             } else {
-                failed[m.a as usize] = true;
+                a.failed[m.a as usize] = true;
             }
             if mops[i + 1..]
                 .iter()
                 .any(|n| n.kind == MopKind::Append && n.key == m.key)
             {
-                intermediate[m.a as usize] = true;
+                a.intermediate[m.a as usize] = true;
             }
         }
     }
+    Ok(a)
+}
 
-    // Longest read of each key over transactions that may have committed.
-    let mut longest: Vec<&[u32]> = vec![&[]; nk];
+/// Longest read of each key over transactions that may have committed.
+fn longest_reads<'t>(txns: &'t Txns) -> Vec<&'t [u32]> {
+    let mut longest: Vec<&[u32]> = vec![&[]; txns.num_keys()];
     for tx in txns.txns.iter().filter(|t| t.possible()) {
         for m in txns.mops_of(tx) {
             if m.kind != MopKind::Read
@@ -109,8 +121,14 @@ pub(crate) fn analyze(
             }
         }
     }
+    longest
+}
+
+/// Each key's version order: its longest read, or its only append.
+fn version_orders(txns: &Txns, longest: &[&[u32]], a: &Appends) -> (Vec<Vec<u32>>, Vec<u32>) {
+    let nk = txns.num_keys();
     let mut order: Vec<Vec<u32>> = vec![Vec::new(); nk];
-    let mut pos = vec![NONE; nv];
+    let mut pos = vec![NONE; txns.num_versions()];
     for k in 0..nk {
         if !longest[k].is_empty() {
             for &e in longest[k] {
@@ -119,25 +137,73 @@ pub(crate) fn analyze(
                     order[k].push(e);
                 }
             }
-        } else if append_count[k] == 1 {
-            pos[single_append[k] as usize] = 0;
-            order[k].push(single_append[k]);
+        } else if a.append_count[k] == 1 {
+            pos[a.single_append[k] as usize] = 0;
+            order[k].push(a.single_append[k]);
         }
     }
-    let index = AppendIndex { order, pos, writer };
+    (order, pos)
+}
 
-    read_anomalies(
-        txns,
-        namer,
-        found,
-        &longest,
-        &failed,
-        &intermediate,
-        &any_writer,
+/// Runs `pass` into a fresh [`Found`].
+fn into_found(pass: impl FnOnce(&mut Found)) -> Found {
+    let mut found = Found::default();
+    pass(&mut found);
+    found
+}
+
+/// Runs every list-append analysis. Returns `Err` (as Elle refuses to check, calling it
+/// `duplicate-appends`) when some value was appended to the same key more than once.
+///
+/// Independent passes run in parallel, each into its own [`Found`]; those are merged in
+/// the order the passes would run one after another, so what is reported is the same.
+pub(crate) fn analyze(
+    txns: &Txns,
+    namer: &Namer,
+    found: &mut Found,
+) -> Result<AppendIndex, DuplicateAppends> {
+    let (inferred, (internal, lost)) = rayon::join(
+        || {
+            let (appends, longest) = rayon::join(|| appends(txns), || longest_reads(txns));
+            let a = appends?;
+            let (order, pos) = version_orders(txns, &longest, &a);
+            let Appends {
+                any_writer,
+                writer,
+                failed,
+                intermediate,
+                ..
+            } = a;
+            let index = AppendIndex { order, pos, writer };
+            let (reads, dirty) = rayon::join(
+                || {
+                    into_found(|f| {
+                        read_anomalies(
+                            txns,
+                            namer,
+                            f,
+                            &longest,
+                            &failed,
+                            &intermediate,
+                            &any_writer,
+                        )
+                    })
+                },
+                || into_found(|f| dirty_updates(txns, namer, f, &index, &any_writer)),
+            );
+            Ok((index, reads, dirty))
+        },
+        || {
+            rayon::join(
+                || into_found(|f| internal_and_future(txns, namer, f)),
+                || into_found(|f| lost_updates(txns, namer, f, true)),
+            )
+        },
     );
-    internal_and_future(txns, namer, found);
-    lost_updates(txns, namer, found, true);
-    dirty_updates(txns, namer, found, &index, &any_writer);
+    let (index, reads, dirty) = inferred?;
+    for part in [reads, internal, lost, dirty] {
+        found.merge(part);
+    }
     Ok(index)
 }
 

@@ -182,7 +182,6 @@ impl Checker for ElleChecker {
             lap = Instant::now();
         };
         let txns = txn::build(history, list);
-        crate::history::trim_heap();
         phase("intern", &mut phases);
         if let Some(r) = self.over_memory(txns.heap_bytes(), "interning transactions") {
             return r;
@@ -279,7 +278,6 @@ impl Checker for ElleChecker {
             _ => {}
         }
         let offsets = Graph::count(n, &parts);
-        crate::history::trim_heap();
         phase("edges", &mut phases);
         // The graph holds each edge (4 + 1 bytes) plus two offsets per transaction.
         let graph_bytes = offsets.last().copied().unwrap_or(0) as u64 * 5 + n as u64 * 24;

@@ -46,8 +46,15 @@ enum Bad {
     Unexpected,
 }
 
+/// Integer keys in 0..this are found by indexing `Builder::small_keys` instead of hashing
+/// (histories mostly use a few thousand small integer keys); a table of at most 1 MiB.
+const SMALL_KEYS: i64 = 1 << 18;
+
 struct Builder<'h> {
     out: Txns<'h>,
+    /// Key ids of integer keys in 0..SMALL_KEYS, indexed by the key (NONE: unseen).
+    small_keys: Vec<u32>,
+    /// Key ids of every other key.
     keys: FxMap<Scalar, u32>,
     /// Per key, version ids indexed directly by small integer values (NONE: unseen).
     dense: Vec<Vec<u32>>,
@@ -76,9 +83,23 @@ impl Builder<'_> {
     }
 
     fn key(&mut self, s: ScalarIn<'_>) -> u32 {
-        let ks = self.scalar(s);
         let next = self.out.key_scalar.len() as u32;
-        let key = *self.keys.entry(ks).or_insert(next);
+        let (key, ks) = match s {
+            ScalarIn::Int(i) if (0..SMALL_KEYS).contains(&i) => {
+                let at = i as usize;
+                if at >= self.small_keys.len() {
+                    self.small_keys.resize(at + 1, NONE);
+                }
+                if self.small_keys[at] == NONE {
+                    self.small_keys[at] = next;
+                }
+                (self.small_keys[at], Scalar::Int(i))
+            }
+            s => {
+                let ks = self.scalar(s);
+                (*self.keys.entry(ks).or_insert(next), ks)
+            }
+        };
         if key == next {
             self.out.key_scalar.push(ks);
             if self.list_reads {
@@ -330,6 +351,7 @@ pub(crate) fn build(history: &History, list_reads: bool) -> Txns<'_> {
             slots,
             ..Txns::default()
         },
+        small_keys: Vec::new(),
         keys: FxMap::default(),
         dense: Vec::new(),
         sparse_keys: Vec::new(),

@@ -91,14 +91,3 @@ impl Drop for Mapped {
         }
     }
 }
-
-/// Hands the heap's freed memory back to the system: glibc keeps what a finished pass
-/// freed (many small tables) until a later allocation reuses it, which the big tables
-/// of the next pass never do. A no-op elsewhere.
-pub(crate) fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions; it only returns free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}

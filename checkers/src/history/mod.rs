@@ -24,7 +24,6 @@ pub use error::HistoryError;
 pub use op::{value_key_string, Op, OpType, Process, NO_INDEX};
 
 pub(crate) use lazy::{LineSource, NameTable, OpHead, Spans, Text};
-pub(crate) use mapped::trim_heap;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
