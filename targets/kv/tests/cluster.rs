@@ -7,17 +7,16 @@
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_splitbrain-kv");
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    l.local_addr().expect("local addr").port()
-}
+#[path = "../../test_ports.rs"]
+mod test_ports;
+use test_ports::free_port;
 
 /// A running cluster; kills its processes when dropped.
 struct Cluster {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use splitbrain_txn::types::{Key, Record, TxnId, Val, Write as LoggedWrite};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_splitbrain-txn");
 const NODES: usize = 3;
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    l.local_addr().expect("local addr").port()
-}
+#[path = "../../test_ports.rs"]
+mod test_ports;
+use test_ports::free_port;
 
 /// A running cluster; kills its processes when dropped.
 struct Cluster {
