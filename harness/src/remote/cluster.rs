@@ -163,6 +163,11 @@ impl RemoteCluster {
             leashes: Mutex::new(Vec::new()),
         };
         for (i, h) in cluster.hosts.iter().enumerate() {
+            // Looked for before anything is made there, so a host without it costs nothing.
+            let faketime = match faketime {
+                true => Some(find_faketime(h).await?),
+                false => None,
+            };
             let run_dir = host_run_dir(h, tag);
             let data_dir = h.host.data_dir.display().to_string();
             let made = h
@@ -204,25 +209,22 @@ impl RemoteCluster {
                 },
             )
             .await;
+            let write_offset = faketime.is_some();
             cluster.files.push(HostFiles {
                 run_dir: run_dir.clone(),
                 binary,
                 made_data_dir,
-                faketime: None,
+                faketime,
             });
             // Pushed after the files, so a failure here still finds them in teardown.
             cluster.leashes.get_mut().push(held?);
-            if faketime {
-                let lib = find_faketime(h).await?;
+            if write_offset {
                 let file = faketime_file(&node_dir(&run_dir, &cluster.node_name(i)));
                 h.run(
                     "writing the clock offset file",
                     &write_atomically(&file, &splitbrain_nemesis::faketime::offset_text(0)),
                 )
                 .await?;
-                if let Some(f) = cluster.files.last_mut() {
-                    f.faketime = Some(lib);
-                }
             }
         }
         Ok(cluster)
@@ -465,17 +467,17 @@ impl ClusterControl for RemoteCluster {
                     .map_err(NemesisError::Fault)
             }
             ClockSource::Faketime => {
-                let (Some(files), Some(node)) = (self.files.get(i), self.nodes.get(i)) else {
+                let Some(files) = self.files.get(i) else {
                     return Err(NemesisError::Fault(format!("no node n{}", i + 1)));
                 };
+                let name = self.node_name(i);
                 if files.faketime.is_none() {
                     return Err(NemesisError::Unsupported(format!(
-                        "the clock of {} on host {}: libfaketime was not preloaded (the run has no clock nemesis)",
-                        node.lock().await.spec.name,
+                        "the clock of {name} on host {}: libfaketime was not preloaded (the run has no clock nemesis)",
                         self.hosts[i].host.label()
                     )));
                 }
-                let dir = node_dir(&files.run_dir, &node.lock().await.spec.name);
+                let dir = node_dir(&files.run_dir, &name);
                 let text = splitbrain_nemesis::faketime::offset_text(offset_ms);
                 self.hosts[i]
                     .run(
