@@ -17,9 +17,11 @@ pub enum ReadMode {
     Lease,
     /// Any replica answers from its local state: fast, stale, NOT linearizable.
     Follower,
-    /// Any replica serves, linearizably: a follower asks the leader for a read index
-    /// (the leader confirms it still leads with a heartbeat quorum) and answers once it
-    /// has applied that index. The client sends each read to one replica.
+    /// Any replica serves, linearizably: a follower asks the leader for a read index and
+    /// answers once it has applied that index. The leader gives it at once while its lease
+    /// holds (linearizable while clock drift stays within --max-drift-ms, as `lease`), else
+    /// after a heartbeat quorum (or always so, with --read-index-quorum). The client sends
+    /// each read to one replica.
     ReplicaRead,
     /// Served as replica-read; the client sends a second request to another replica
     /// when the first is slower than its own running p95, and cancels the loser.
@@ -138,6 +140,10 @@ pub struct Args {
     /// Clock drift the lease allows for (subtracted from it).
     #[arg(long, default_value_t = 50)]
     pub max_drift_ms: i64,
+    /// Replica-read modes: give every read index after a heartbeat round, never from the
+    /// leader's lease (slower when a follower is slow to ack; no reliance on clocks).
+    #[arg(long)]
+    pub read_index_quorum: bool,
     /// Seed for election-timeout randomness (default: derived from the id).
     #[arg(long)]
     pub seed: Option<u64>,

@@ -63,6 +63,7 @@ async fn run(args: Args) -> Result<(), String> {
         core.heartbeat_ms = args.heartbeat_ms.max(1);
         core.lease_ms = args.lease_ms;
         core.max_drift_ms = args.max_drift_ms;
+        core.read_index_lease = args.read_mode().any_replica() && !args.read_index_quorum;
         core.bugs = args.core_bugs();
         let settings = ShardSettings {
             shard: s,

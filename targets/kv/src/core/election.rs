@@ -106,6 +106,7 @@ impl RaftCore {
                     matched: 0,
                     acked_round: 0,
                     last_ack: self.now,
+                    commit_sent: 0,
                 },
             );
         }

@@ -111,6 +111,11 @@ pub struct Config {
     pub lease_ms: i64,
     /// Clock-drift allowance subtracted from the lease.
     pub max_drift_ms: i64,
+    /// Read-index requests (the leader's own and those forwarded by followers for replica
+    /// reads) are answered at once from the leader's lease while it holds, instead of
+    /// after a heartbeat round (§6.4.1 applied to §6.4's read index): the same bounded-
+    /// drift assumption as lease reads, and no wait for a follower that is slow to ack.
+    pub read_index_lease: bool,
     /// Most entries per AppendEntries message.
     pub max_batch: usize,
     /// Seed of the election-timeout randomness.
@@ -129,6 +134,7 @@ impl Config {
             heartbeat_ms: 50,
             lease_ms: 200,
             max_drift_ms: 50,
+            read_index_lease: false,
             max_batch: 64,
             seed,
             bugs: CoreBugs::default(),
@@ -299,6 +305,8 @@ struct Progress {
     acked_round: u64,
     /// When it last answered (for check-quorum).
     last_ack: i64,
+    /// The commit index in the last AppendEntries sent to it.
+    commit_sent: u64,
 }
 
 /// A read waiting for a heartbeat round (and the term's first commit).

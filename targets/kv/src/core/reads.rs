@@ -1,5 +1,7 @@
 //! Linearizable reads without writing the log: read-index (Raft §6.4) and leader leases
-//! (§6.4.1), both built on numbered heartbeat rounds.
+//! (§6.4.1), both built on numbered heartbeat rounds. With `read_index_lease` (the
+//! replica-read modes), a read index is given from the lease while it holds, and from a
+//! heartbeat round otherwise.
 //!
 //! Every broadcast of AppendEntries is a numbered round; followers echo the round in their
 //! answers. Once a majority (the leader included) answered round `r`, the leader knows it
@@ -18,7 +20,10 @@ impl RaftCore {
         self.observe_time(now);
         match self.role {
             Role::Leader => {
-                self.enqueue_read(ctx, None);
+                match self.read_index_from_lease() {
+                    Some(index) => self.ready.reads.push(ReadState { ctx, index }),
+                    None => self.enqueue_read(ctx, None),
+                }
                 Ok(())
             }
             _ => match self.leader {
@@ -52,8 +57,40 @@ impl RaftCore {
         self.lease_until
     }
 
+    /// With [`Config::read_index_lease`](super::Config::read_index_lease): the read index
+    /// a leader may give now without a heartbeat round, its commit index, while its lease
+    /// holds (no other leader can exist yet, and this term has committed an entry, so the
+    /// commit index covers every write acknowledged before the read arrived).
+    fn read_index_from_lease(&mut self) -> Option<u64> {
+        if !self.cfg.read_index_lease {
+            return None;
+        }
+        let now = self.now;
+        self.lease_read(now)
+    }
+
     pub(super) fn handle_read_index(&mut self, from: NodeId, ctx: u64) {
         if self.role == Role::Leader {
+            if let Some(index) = self.read_index_from_lease() {
+                self.send(
+                    from,
+                    Message::ReadIndexResp {
+                        ctx,
+                        index: Some(index),
+                    },
+                );
+                // The follower serves once it has applied `index`; if it has not been
+                // told that `index` is committed, tell it now (in the current round)
+                // rather than at the next write or heartbeat.
+                if self
+                    .progress
+                    .get(&from)
+                    .is_some_and(|p| p.commit_sent < index)
+                {
+                    self.send_append(from);
+                }
+                return;
+            }
             self.enqueue_read(ctx, Some(from));
         } else {
             self.send(from, Message::ReadIndexResp { ctx, index: None });

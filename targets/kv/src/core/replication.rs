@@ -53,6 +53,7 @@ impl RaftCore {
         let sent_up_to = prev_index + entries.len() as u64;
         if let Some(p) = self.progress.get_mut(&peer) {
             p.next = sent_up_to + 1;
+            p.commit_sent = self.commit;
         }
         let msg = Message::Append {
             term: self.term,

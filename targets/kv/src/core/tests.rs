@@ -396,6 +396,76 @@ fn lease_holds_only_within_its_length() {
 }
 
 #[test]
+fn a_read_index_is_given_from_the_lease_only_while_it_holds() {
+    // §6.4.1 applied to §6.4: with `read_index_lease`, a leader whose lease holds gives
+    // the read index (its commit index) at once, to itself and to a follower, with no
+    // heartbeat round; once the lease has run out, a read index waits for a round again.
+    let (mut nodes, sent) = cluster_with_fresh_lease(|cfg| cfg.read_index_lease = true);
+    let now = sent + 10;
+    let commit = nodes[0].commit_index();
+    // Both followers down: nothing can confirm a round, yet the lease answers.
+    nodes[0].read_index(now, 1).unwrap();
+    let ready = nodes[0].take_ready();
+    assert_eq!(
+        ready
+            .reads
+            .iter()
+            .map(|r| (r.ctx, r.index))
+            .collect::<Vec<_>>(),
+        vec![(1, commit)]
+    );
+    assert!(ready.messages.is_empty(), "no heartbeat round was needed");
+    // A follower's forwarded request: answered by the leader's next output alone.
+    nodes[1].read_index(now, 2).unwrap();
+    let forwarded = nodes[1].take_ready().messages;
+    assert_eq!(forwarded.len(), 1);
+    for (to, m) in forwarded {
+        assert_eq!(to, 1);
+        nodes[0].step(now, 2, m);
+    }
+    let answer = nodes[0].take_ready().messages;
+    assert!(matches!(
+        answer.as_slice(),
+        [(2, Message::ReadIndexResp { ctx: 2, index: Some(i) })] if *i == commit
+    ));
+    // An entry committed since the followers last heard the commit index: the answer
+    // comes with an AppendEntries that tells the asking follower, so it can apply the
+    // index at once instead of at the next write or heartbeat.
+    nodes[0].propose(now, b"x".to_vec()).unwrap();
+    settle(&mut nodes, now, &[]);
+    let commit = nodes[0].commit_index();
+    assert!(
+        nodes[1].commit_index() < commit,
+        "the follower is not told yet"
+    );
+    nodes[1].read_index(now, 5).unwrap();
+    for (_, m) in nodes[1].take_ready().messages {
+        nodes[0].step(now, 2, m);
+    }
+    let answer = nodes[0].take_ready().messages;
+    assert!(matches!(
+        answer.as_slice(),
+        [(2, Message::ReadIndexResp { ctx: 5, index: Some(i) }),
+         (2, Message::Append { commit: c, .. })] if *i == commit && *c == commit
+    ));
+    for (_, m) in answer {
+        nodes[1].step(now, 1, m);
+    }
+    assert_eq!(nodes[1].commit_index(), commit);
+    // Lease over (80 - 10 ms after the last round, the proposal's, was sent at `now`) and
+    // the followers cut off: the read waits for a round that nobody can confirm.
+    let later = now + 71;
+    nodes[0].read_index(later, 3).unwrap();
+    let out = settle(&mut nodes, later, &[2, 3]);
+    assert!(out.iter().all(|(_, r)| r.reads.iter().all(|s| s.ctx != 3)));
+    // Without the option, the lease is not used for a read index even while it holds.
+    let (mut plain, sent) = leader_with_fresh_lease(false);
+    plain[0].read_index(sent + 10, 4).unwrap();
+    let out = settle(&mut plain, sent + 10, &[2, 3]);
+    assert!(out.iter().all(|(_, r)| r.reads.is_empty()));
+}
+
+#[test]
 fn followers_ignore_candidates_while_the_leader_is_alive() {
     // Thesis §4.2.3 (leader stickiness), which makes leases safe.
     let mut nodes = cluster(3);
@@ -452,10 +522,15 @@ fn single_node_commits_alone() {
 /// Three nodes, n1 elected and its lease just renewed by a heartbeat round sent at the
 /// returned time; `bug` turns on `lease_no_margin`.
 fn leader_with_fresh_lease(bug: bool) -> (Vec<RaftCore>, i64) {
+    cluster_with_fresh_lease(|cfg| cfg.bugs.lease_no_margin = bug)
+}
+
+/// As [`leader_with_fresh_lease`], each node's configuration changed by `tweak`.
+fn cluster_with_fresh_lease(tweak: impl Fn(&mut Config)) -> (Vec<RaftCore>, i64) {
     let mut nodes: Vec<RaftCore> = (1..=3)
         .map(|id| {
             let mut cfg = config(id, 3);
-            cfg.bugs.lease_no_margin = bug;
+            tweak(&mut cfg);
             RaftCore::new(cfg, Persisted::default(), 0)
         })
         .collect();
