@@ -444,6 +444,8 @@ impl KvClient {
                         r = &mut second => (r.0, 2),
                     };
                     let first_took = began.elapsed();
+                    // The hedge answered first, and well: the first request was outraced.
+                    let outraced = winner == 2 && is_ok(&c);
                     let c = if is_ok(&c) {
                         c
                     } else if winner == 1 {
@@ -454,7 +456,7 @@ impl KvClient {
                         first.await.0
                     };
                     let second_took = second_began.elapsed();
-                    (Ok((c, winner, second_took)), first_took)
+                    (Ok((c, winner, outraced, second_took)), first_took)
                 }
             }
         };
@@ -469,12 +471,15 @@ impl KvClient {
                 }
                 c
             }
-            Ok((c, winner, second_took)) => {
+            Ok((c, winner, outraced, second_took)) => {
                 if winner == 1 && is_ok(&c) {
                     h.answered(first_node, first_took);
                 } else {
                     h.lost(first_node, first_took);
                     h.answered(second_node, second_took);
+                }
+                if outraced {
+                    h.outraced(first_node);
                 }
                 c
             }

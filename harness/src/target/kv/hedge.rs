@@ -196,6 +196,21 @@ impl HedgeState {
         }
     }
 
+    /// Records that the first request to `replica` was outraced: a second request sent a
+    /// hedge delay later, to another replica, was answered while this one still was
+    /// not. A replica merely slower than usual rarely loses that race; a paused one, or
+    /// one behind a slow link, always does, so it goes on probation at once (a second
+    /// strike would cost one more read the whole stall).
+    pub(crate) fn outraced(&mut self, replica: usize) {
+        if let (Some(s), Some(p)) = (
+            self.strikes.get_mut(replica),
+            self.probation.get_mut(replica),
+        ) {
+            *s = (*s).max(PROBATION_STRIKES);
+            *p = true;
+        }
+    }
+
     /// Records that a request to `replica` was cancelled after `d` without an answer
     /// (it lost to another replica) or failed: it counts as twice as slow, since all
     /// that is known is that it would have taken longer.
@@ -396,6 +411,25 @@ mod tests {
             h.first_slow(r);
         }
         assert_eq!(h.choose(2, t0).first, 2);
+    }
+
+    #[test]
+    fn a_replica_outraced_by_its_hedge_goes_on_probation_at_once() {
+        let t0 = Instant::now();
+        let mut h = settled();
+        // One miss of the hedge delay alone is a strike, not probation...
+        h.first_slow(2);
+        assert!(!h.on_probation(2));
+        // ...but the hedge answering while the first request still has not means the
+        // replica is stalled: nobody asks it first, and a shadow will tell when it is back.
+        h.outraced(2);
+        assert!(h.on_probation(2));
+        let plan = h.choose(2, t0);
+        assert_eq!((plan.first, plan.shadow), (0, Some(2)));
+        // Its first answer within the hedge delay ends it, as for any probation.
+        h.shadow_done(2, ms(1), true);
+        assert!(!h.on_probation(2));
+        assert_eq!(h.choose(2, t0 + PROBE_INTERVAL).first, 2);
     }
 
     #[test]
