@@ -30,8 +30,15 @@ pub const POLICIES: &[&str] = &["read-index", "replica-read", "hedged", "read-al
 
 /// Default share of the measured capacity offered in every cell (`--load-share`).
 pub const LOAD_SHARE: f64 = 0.6;
-/// Concurrent clients in every run.
-pub const CONCURRENCY: usize = 16;
+/// Closed-loop clients of the capacity measurement.
+pub const CALIBRATION_CLIENTS: usize = 16;
+/// Default client pool of every cell (`--clients`). Each client is homed on one replica
+/// and waits for its read, so a stalled replica holds every client homed on it; once all
+/// of them are stalled, the pool hands the next arrivals only to clients homed elsewhere,
+/// and the stall stops reaching new reads. The pool must outnumber the reads that arrive
+/// for one replica during one stall (at 3400 ops/s, half reads, 30 ms: about 17) for
+/// arrivals to meet the stalled replica as independent users' requests would.
+pub const CELL_CLIENTS: usize = 96;
 /// Seconds of the capacity measurement.
 const CALIBRATION_S: f64 = 6.0;
 
@@ -93,9 +100,18 @@ pub struct TailOptions {
     pub scenarios: String,
     /// Policies to run (a subset of [`POLICIES`]).
     pub policies: Vec<String>,
+    /// Concurrent clients of every cell (the capacity is measured with
+    /// [`CALIBRATION_CLIENTS`]).
+    pub clients: usize,
 }
 
-fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> TestSpec {
+fn spec(
+    opts: &TailOptions,
+    name: &str,
+    mode: &str,
+    (rate, clients): (f64, usize),
+    secs: f64,
+) -> TestSpec {
     TestSpec {
         name: name.to_string(),
         target: "kv".into(),
@@ -106,7 +122,7 @@ fn spec(opts: &TailOptions, name: &str, mode: &str, rate: f64, secs: f64) -> Tes
         nemesis_plan: None,
         nemesis_schedule: Value::Null,
         nodes: 3,
-        concurrency: CONCURRENCY,
+        concurrency: clients,
         rate,
         time_limit_s: secs,
         steps: None,
@@ -161,7 +177,13 @@ async fn run_one(spec: &TestSpec) -> anyhow::Result<(History, Validity, f64, Rea
 
 /// Measures capacity: ok ops/s of read-index with no fault and no rate limit.
 pub async fn calibrate(opts: &TailOptions) -> anyhow::Result<f64> {
-    let s = spec(opts, "tail-capacity", "read-index", 0.0, CALIBRATION_S);
+    let s = spec(
+        opts,
+        "tail-capacity",
+        "read-index",
+        (0.0, CALIBRATION_CLIENTS),
+        CALIBRATION_S,
+    );
     let (_, _, ok_per_s, _) = run_one(&s).await?;
     Ok(ok_per_s)
 }
@@ -199,7 +221,13 @@ pub async fn run_cell(
 ) -> anyhow::Result<TailRun> {
     let plan_path = opts.store.join(format!("plan-{}.json", std::process::id()));
     std::fs::write(&plan_path, serde_json::to_vec(&scenario.plan)?)?;
-    let mut s = spec(opts, &format!("tail-{policy}"), policy, rate, opts.cell_s);
+    let mut s = spec(
+        opts,
+        &format!("tail-{policy}"),
+        policy,
+        (rate, opts.clients),
+        opts.cell_s,
+    );
     s.nemesis_plan = Some(plan_path);
     let (history, verdict, ok_per_s, counts) = run_one(&s).await?;
     let lat = read_latencies_ms(&history);
@@ -301,9 +329,10 @@ pub async fn run(opts: &TailOptions) -> anyhow::Result<TailReport> {
         }
     }
     let intro = format!(
-        "3 nodes, 1 shard, register workload (half reads), {CONCURRENCY} clients, {:.0} s per cell, \
+        "3 nodes, 1 shard, register workload (half reads), {} clients, {:.0} s per cell, \
          offered load {rate:.0} ops/s = {:.0}% of the measured capacity ({capacity:.0} ok ops/s, \
-         read-index, no fault); hedge floor {} ms, seed {}.",
+         read-index, no fault, {CALIBRATION_CLIENTS} clients); hedge floor {} ms, seed {}.",
+        opts.clients,
         opts.cell_s,
         opts.load_share * 100.0,
         opts.hedge_floor_ms,
@@ -333,6 +362,26 @@ mod tests {
         assert_eq!(quantile(&v, 0.99), 990.0);
         assert_eq!(quantile(&v, 0.999), 999.0);
         assert_eq!(quantile(&[], 0.99), 0.0);
+    }
+
+    #[test]
+    fn cells_run_the_client_pool_and_the_capacity_the_closed_loop() {
+        let opts = TailOptions {
+            cell_s: 10.0,
+            store: PathBuf::from("/nonexistent"),
+            seed: 1,
+            hedge_floor_ms: 2,
+            load_share: LOAD_SHARE,
+            capacity: None,
+            scenarios: "abcd".into(),
+            policies: vec!["hedged".into()],
+            clients: 40,
+        };
+        let cell = spec(&opts, "tail-hedged", "hedged", (100.0, opts.clients), 10.0);
+        assert_eq!((cell.concurrency, cell.rate), (40, 100.0));
+        assert_eq!(cell.read_mode.as_deref(), Some("hedged"));
+        let cal = spec(&opts, "cap", "read-index", (0.0, CALIBRATION_CLIENTS), 6.0);
+        assert_eq!((cal.concurrency, cal.rate), (16, 0.0));
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub(crate) struct BenchArgs {
         default_value = "read-index,replica-read,hedged,read-all"
     )]
     policies: Vec<String>,
+    /// Concurrent clients of every cell (tail bench); the capacity is measured with 16.
+    #[arg(long, default_value_t = splitbrain::bench_tail::CELL_CLIENTS)]
+    clients: usize,
     /// The minimum hedge delay, ms (tail bench).
     #[arg(long, default_value_t = 2)]
     hedge_floor_ms: u64,
@@ -152,6 +155,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
         capacity: a.capacity,
         scenarios: a.scenarios.clone(),
         policies: a.policies.clone(),
+        clients: a.clients.max(1),
     };
     let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);
