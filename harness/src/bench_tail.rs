@@ -109,7 +109,8 @@ fn spec(
     opts: &TailOptions,
     name: &str,
     mode: &str,
-    (rate, clients): (f64, usize),
+    rate: f64,
+    clients: usize,
     secs: f64,
 ) -> TestSpec {
     TestSpec {
@@ -181,7 +182,8 @@ pub async fn calibrate(opts: &TailOptions) -> anyhow::Result<f64> {
         opts,
         "tail-capacity",
         "read-index",
-        (0.0, CALIBRATION_CLIENTS),
+        0.0,
+        CALIBRATION_CLIENTS,
         CALIBRATION_S,
     );
     let (_, _, ok_per_s, _) = run_one(&s).await?;
@@ -225,7 +227,8 @@ pub async fn run_cell(
         opts,
         &format!("tail-{policy}"),
         policy,
-        (rate, opts.clients),
+        rate,
+        opts.clients,
         opts.cell_s,
     );
     s.nemesis_plan = Some(plan_path);
@@ -377,10 +380,10 @@ mod tests {
             policies: vec!["hedged".into()],
             clients: 40,
         };
-        let cell = spec(&opts, "tail-hedged", "hedged", (100.0, opts.clients), 10.0);
+        let cell = spec(&opts, "tail-hedged", "hedged", 100.0, opts.clients, 10.0);
         assert_eq!((cell.concurrency, cell.rate), (40, 100.0));
         assert_eq!(cell.read_mode.as_deref(), Some("hedged"));
-        let cal = spec(&opts, "cap", "read-index", (0.0, CALIBRATION_CLIENTS), 6.0);
+        let cal = spec(&opts, "cap", "read-index", 0.0, CALIBRATION_CLIENTS, 6.0);
         assert_eq!((cal.concurrency, cal.rate), (16, 0.0));
     }
 
