@@ -327,6 +327,20 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let out = splitbrain().args(["frobnicate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // bench tail's numeric options are checked before any cluster starts
+    for (flag, value, says) in [
+        ("--clients", "0", "at least one client"),
+        ("--cell-seconds", "0", "positive number of seconds"),
+        ("--load-share", "1.5", "share of capacity"),
+    ] {
+        let out = splitbrain()
+            .args(["bench", "tail", flag, value])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(flag) && err.contains(says), "{flag}: {err}");
+    }
 }
 
 #[test]

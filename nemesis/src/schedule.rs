@@ -9,7 +9,8 @@ use crate::network::CutMode;
 use crate::plan::{names, node_name, ClockMode, FaultAction, PlannedFault, Target};
 use crate::spec::NemesisSpec;
 
-/// Shortest `figure-8` fault: a round (hold, three elections, settle) takes 3-5 s.
+/// Shortest `figure-8` fault beside other link faults: a round (hold, three elections,
+/// settle) takes 3-5 s.
 const FIGURE8_MIN_MS: u64 = 9_000;
 
 /// Upper bound on schedule length, whatever the duration and interval.
@@ -149,6 +150,19 @@ fn timeline(
 ) {
     let span = |rng: &mut ChaCha8Rng| rng.gen_range((iv / 4).max(1)..=(iv * 3 / 4).max(1));
     let mut t = span(rng);
+    if kinds == ["figure-8"] {
+        // Alone in its class, `figure-8` runs to the end: its rounds heal and settle the
+        // network between them, and a scheduled stop would only cut a round off midway
+        // (a 20 s run lost one round in three that way, and the gaps between faults).
+        if t < duration_ms {
+            out.push(PlannedFault {
+                at_ms: t,
+                for_ms: (duration_ms - t).max(FIGURE8_MIN_MS),
+                action: action("figure-8", n, rng),
+            });
+        }
+        return;
+    }
     while t < duration_ms && out.len() < MAX_FAULTS {
         let kind = kinds[rng.gen_range(0..kinds.len())];
         let mut for_ms = span(rng);

@@ -144,6 +144,15 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
             a.load_share
         )));
     }
+    if a.clients == 0 {
+        bail!(usage("--clients: a cell needs at least one client"));
+    }
+    if !(a.cell_seconds.is_finite() && a.cell_seconds > 0.0) {
+        bail!(usage(format!(
+            "--cell-seconds: {} is not a positive number of seconds",
+            a.cell_seconds
+        )));
+    }
     let html = a.html.as_path();
     let dir = tempfile_dir()?;
     let opts = splitbrain::bench_tail::TailOptions {
@@ -155,7 +164,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
         capacity: a.capacity,
         scenarios: a.scenarios.clone(),
         policies: a.policies.clone(),
-        clients: a.clients.max(1),
+        clients: a.clients,
     };
     let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);
