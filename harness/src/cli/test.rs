@@ -100,7 +100,7 @@ pub(crate) struct TestArgs {
     #[arg(long)]
     transport: Option<String>,
     /// Hedged reads: the shortest delay before the second request, in ms (the delay is
-    /// the clients' shared running p95 first-request latency, never below this).
+    /// the running p95 of a typical replica's first requests, never below this).
     #[arg(long, default_value_t = 2)]
     hedge_delay_ms: u64,
     /// Convergence workloads: the longest the final reads wait, after the heal, for

@@ -461,7 +461,7 @@ impl KvClient {
             }
         };
         let mut h = view(&self.hedge);
-        h.record_read(first_took);
+        h.record_read(first_node, first_took);
         match c {
             Err((c, took)) => {
                 if is_ok(&c) {
