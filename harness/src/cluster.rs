@@ -500,7 +500,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// kill(2); true if the signal was sent.
-fn send_signal(pid: u32, sig: libc::c_int) -> bool {
+pub(crate) fn send_signal(pid: u32, sig: libc::c_int) -> bool {
     // SAFETY: kill(2) on a node process we spawned and have not reaped, or on one of its
     // descendants found while it was stopped, so the PID is one the node started.
     unsafe { libc::kill(pid as libc::pid_t, sig) == 0 }
@@ -508,7 +508,7 @@ fn send_signal(pid: u32, sig: libc::c_int) -> bool {
 
 /// Every process descended from `root`, from the parent links in `/proc` (children first
 /// found, grandchildren after). Empty where `/proc` cannot be read.
-fn descendants(root: u32) -> Vec<u32> {
+pub(crate) fn descendants(root: u32) -> Vec<u32> {
     let mut parent_of: Vec<(u32, u32)> = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry

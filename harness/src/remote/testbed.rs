@@ -321,11 +321,18 @@ impl SshTestbed {
 impl Drop for SshTestbed {
     fn drop(&mut self) {
         for c in &mut self.sshd {
+            // Its session processes first: one whose client went away after the host's
+            // link did never hears the connection close, and outlives the testbed (three
+            // did after a CI run on 2026-12-03). The listener is stopped meanwhile, so it
+            // forks none the walk could miss.
+            let pid = c.id();
+            crate::cluster::send_signal(pid, libc::SIGSTOP);
+            for session in crate::cluster::descendants(pid) {
+                crate::cluster::send_signal(session, libc::SIGKILL);
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
-        // sshd's session processes die with their connections; give them a moment so the
-        // namespaces can go.
         let _ = self.ns.teardown();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
