@@ -330,6 +330,7 @@ fn usage_errors_exit_2() {
     // bench tail's numeric options are checked before any cluster starts
     for (flag, value, says) in [
         ("--clients", "0", "at least one client"),
+        ("--runs", "0", "at least one run"),
         ("--cell-seconds", "0", "positive number of seconds"),
         ("--load-share", "1.5", "share of capacity"),
     ] {

@@ -27,7 +27,7 @@ pub use report::{
 pub use stats::{history_stats, HistoryStats, Latency};
 pub use store_index::{directory_html, store_index_html, IndexedRun};
 pub use table::summary_table;
-pub use tail::{tail_page, TailRun, TAIL_QUANTILES};
+pub use tail::{runs_ms, tail_page, TailRun, TAIL_QUANTILES};
 
 use serde::{Deserialize, Serialize};
 use splitbrain_checkers::{CheckResult, Validity};

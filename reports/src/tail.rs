@@ -37,8 +37,13 @@ pub struct TailRun {
     pub hedged_share: f64,
     /// `ok` operations per second over the run.
     pub ok_per_s: f64,
-    /// The linearizability checker's verdict on the run.
+    /// The linearizability checker's verdict on the run (with several runs of a cell,
+    /// the worst of them).
     pub verdict: Validity,
+    /// p99 read latency of every run of the cell, in the order they ran; the other
+    /// figures are those of the run with the median p99. Empty or one entry for a cell
+    /// run once.
+    pub p99_runs_ms: Vec<f64>,
 }
 
 impl TailRun {
@@ -92,7 +97,7 @@ pub fn tail_page(intro: &str, runs: &[TailRun]) -> String {
                     thead { tr {
                         th { "scenario" } th { "policy" } th { "reads" } th { "p50 ms" }
                         th { "p99 ms" } th { "p99.9 ms" } th { "requests/read" } th { "hedged" }
-                        th { "ok ops/s" } th { "verdict" }
+                        th { "ok ops/s" } th { "verdict" } th { "p99 of each run, ms" }
                     } }
                     tbody {
                         @for r in runs {
@@ -103,6 +108,7 @@ pub fn tail_page(intro: &str, runs: &[TailRun]) -> String {
                                 td { (format!("{:.1}%", 100.0 * r.hedged_share)) }
                                 td { (format!("{:.0}", r.ok_per_s)) }
                                 td class=(verdict_class(r.verdict)) { (r.verdict.label()) }
+                                td { (runs_ms(&r.p99_runs_ms)) }
                             }
                         }
                     }
@@ -115,11 +121,19 @@ pub fn tail_page(intro: &str, runs: &[TailRun]) -> String {
                         Err(e) => p.warn { (e.to_string()) },
                     }
                 }
-                p.muted { "Quantiles are nearest-rank over the ok reads of each run, from invoke to completion as the history records them." }
+                p.muted { "Quantiles are nearest-rank over the ok reads of one run, from invoke to completion as the history records them. A cell run several times shows the run with the median p99 (its figures and its curve) and, in the last column, every run's p99; the verdict is the worst of its runs." }
             }
         }
     };
     page.into_string()
+}
+
+/// The p99 of every run of a cell, `a / b / c`.
+pub fn runs_ms(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -237,6 +251,7 @@ mod tests {
             hedged_share: 0.02,
             ok_per_s: 900.0,
             verdict,
+            p99_runs_ms: vec![base * 3.5, base * 4.0, base * 6.0],
         }
     }
 
@@ -257,6 +272,8 @@ mod tests {
         assert!(page.contains("class=\"invalid\">INVALID"));
         // the p99 column of the (b) replica-read row: base 50 at index 3 is 200
         assert!(page.contains("<td>200.00</td>"));
+        // and every run's p99 of that cell
+        assert!(page.contains("<td>175.00 / 200.00 / 300.00</td>"));
         // every quantile is named on the axis
         for (_, label) in TAIL_QUANTILES {
             // plotters writes each label on a line of its own inside <text>

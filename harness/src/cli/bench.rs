@@ -52,6 +52,14 @@ pub(crate) struct BenchArgs {
     /// Concurrent clients of every cell (tail bench); the capacity is measured with 16.
     #[arg(long, default_value_t = splitbrain::bench_tail::CELL_CLIENTS)]
     clients: usize,
+    /// Rounds of the tail bench: every cell runs this many times, interleaved, and shows
+    /// its median run by p99 beside every run's p99.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Keep every cell's run (history, report) in this store (tail bench); by default
+    /// the runs go to a scratch directory removed at the end.
+    #[arg(long)]
+    store: Option<PathBuf>,
     /// The minimum hedge delay, ms (tail bench).
     #[arg(long, default_value_t = 2)]
     hedge_floor_ms: u64,
@@ -144,6 +152,9 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
             a.load_share
         )));
     }
+    if a.runs == 0 {
+        bail!(usage("--runs: every cell needs at least one run"));
+    }
     if a.clients == 0 {
         bail!(usage("--clients: a cell needs at least one client"));
     }
@@ -157,7 +168,10 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
     let dir = tempfile_dir()?;
     let opts = splitbrain::bench_tail::TailOptions {
         cell_s: a.cell_seconds,
-        store: splitbrain::bench_tail::scratch_store(&dir),
+        store: a
+            .store
+            .clone()
+            .unwrap_or_else(|| splitbrain::bench_tail::scratch_store(&dir)),
         seed: 1,
         hedge_floor_ms: a.hedge_floor_ms,
         load_share: a.load_share,
@@ -165,6 +179,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
         scenarios: a.scenarios.clone(),
         policies: a.policies.clone(),
         clients: a.clients,
+        runs: a.runs,
     };
     let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);

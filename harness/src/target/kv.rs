@@ -169,6 +169,29 @@ fn shared_view(addrs: &[SocketAddr], floor: Duration) -> Arc<Mutex<HedgeState>> 
     v
 }
 
+/// One request outstanding to a replica in the shared view, from its creation to its
+/// drop: a request answered, failed or dropped (it lost to another) ends alike.
+struct InFlight<'a> {
+    view: &'a Mutex<HedgeState>,
+    replica: usize,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(view_: &'a Mutex<HedgeState>, replica: usize) -> InFlight<'a> {
+        view(view_).sent(replica);
+        InFlight {
+            view: view_,
+            replica,
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        view(self.view).ended(self.replica);
+    }
+}
+
 /// The view, even if a client panicked while holding it (its numbers are still usable).
 fn view(h: &Mutex<HedgeState>) -> MutexGuard<'_, HedgeState> {
     h.lock().unwrap_or_else(|e| e.into_inner())
@@ -402,25 +425,37 @@ impl KvClient {
     }
 
     /// Hedged read: the first request to a replica not on probation; if no answer came
-    /// after the running p95, a second request to the best other replica; the first
+    /// after the running p95 (or sooner, if another read puts that replica on probation
+    /// meanwhile), a second request to the best other replica; the first
     /// `ok` wins and the other request is dropped (its connection closed). Maybe a
     /// shadow request to a replica on probation beside it.
     async fn hedged_read(&mut self, op: &Invocation, deadline: Instant) -> Completion {
-        let (plan, delay) = {
+        let (plan, delay, signal) = {
             let mut h = view(&self.hedge);
-            (h.choose(self.home, Instant::now()), h.delay())
+            let plan = h.choose(self.home, Instant::now());
+            let signal = h.probation_signal(plan.first).unwrap_or_default();
+            (plan, h.delay(), signal)
         };
+        // Registered before the first request goes: a probation that begins while it
+        // waits is not missed.
+        let probation = signal.notified();
+        tokio::pin!(probation);
+        probation.as_mut().enable();
         if let Some(r) = plan.shadow {
             self.shadow(r, op, deadline);
         }
         let (first_node, second_node) = (plan.first, plan.second);
         let began = Instant::now();
         let (c, first_took) = {
-            let first = self.routed(first_node, op, deadline);
+            let first = async {
+                let _in_flight = InFlight::new(&self.hedge, first_node);
+                self.routed(first_node, op, deadline).await
+            };
             tokio::pin!(first);
             let early = tokio::select! {
                 r = &mut first => Some(r),
                 _ = tokio::time::sleep(delay) => None,
+                _ = &mut probation => None,
             };
             match early {
                 Some((c, _)) => {
@@ -428,14 +463,16 @@ impl KvClient {
                     (Err((c, took)), took)
                 }
                 None => {
-                    // Slower than the p95 already: a strike at once, so that the other
-                    // clients keep off this replica while this read still waits.
+                    // Slower than the p95 already (or put on probation by another read
+                    // meanwhile): a strike at once, so that the other clients keep off
+                    // this replica while this read still waits.
                     view(&self.hedge).first_slow(first_node);
                     let second_began = Instant::now();
                     // Counted when the second request is first polled, i.e. sent: `first`
                     // may win the select below before `second` is ever polled.
                     let second = async {
                         HEDGES.fetch_add(1, Ordering::Relaxed);
+                        let _in_flight = InFlight::new(&self.hedge, second_node);
                         self.routed(second_node, op, deadline).await
                     };
                     tokio::pin!(second);
@@ -496,6 +533,7 @@ impl KvClient {
         let url = format!("http://{}/kv", self.addrs[replica]);
         let body = json!({ "f": op.f, "key": op.key, "value": op.value });
         tokio::spawn(async move {
+            let _in_flight = InFlight::new(&hedge, replica);
             let began = Instant::now();
             let remaining = deadline.saturating_duration_since(began);
             let ok = matches!(

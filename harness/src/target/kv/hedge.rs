@@ -5,15 +5,23 @@
 //! The clients of one cluster in this process share one view ([`HedgeState`], as the
 //! threads of an application share its client library): how long recent first requests
 //! to each replica took ([`LatencyWindow`]) and how fast each replica has answered lately
-//! (scores). A hedged read goes to a replica that is not on probation; if it has not
+//! (scores), and how many requests each has outstanding. A hedged read goes first to the
+//! replica not on probation with the fewest requests outstanding (the client's home
+//! replica among equals): a replica that has just stalled collects unanswered requests
+//! within a millisecond or two, long before any of them misses the hedge delay, and new
+//! reads then go around it ("join the shortest queue"). If the first has not
 //! answered after the running p95 of a typical replica's first requests (the median over
 //! the replicas of each one's p95; never less than a floor), a second request goes to the
 //! best other replica, and the first answer wins. A replica on probation is
 //! asked nothing a read waits for; now and then a read also sends it a "shadow" request,
-//! whose answer only updates its score, so it comes back once it is fast again.
+//! whose answer only updates its score, so it comes back once it is fast again. A read
+//! still waiting on a replica when another read puts it on probation sends its second
+//! request at once rather than at the end of its own delay.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 /// How the client spreads reads over replicas (`--read-mode`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -122,6 +130,10 @@ pub(crate) struct HedgeState {
     /// First requests in a row per replica not answered within the hedge delay.
     strikes: Vec<u32>,
     probation: Vec<bool>,
+    /// Requests outstanding per replica (first, second and shadow requests of reads).
+    outstanding: Vec<u32>,
+    /// Woken when a replica goes on probation, so reads waiting on it hedge at once.
+    put_on_probation: Vec<Arc<Notify>>,
     /// When each replica last got a shadow request, and whether one is outstanding.
     probed_at: Vec<Option<Instant>>,
     probing: Vec<bool>,
@@ -139,6 +151,8 @@ impl HedgeState {
             scores: vec![None; replicas],
             strikes: vec![0; replicas],
             probation: vec![false; replicas],
+            outstanding: vec![0; replicas],
+            put_on_probation: (0..replicas).map(|_| Arc::new(Notify::new())).collect(),
             probed_at: vec![None; replicas],
             probing: vec![false; replicas],
             floor,
@@ -207,15 +221,29 @@ impl HedgeState {
     /// delay (the hedge fires): a strike; [`PROBATION_STRIKES`] in a row put it on
     /// probation, at once for every client sharing this view.
     pub(crate) fn first_slow(&mut self, replica: usize) {
-        if let (Some(s), Some(p)) = (
-            self.strikes.get_mut(replica),
-            self.probation.get_mut(replica),
-        ) {
+        if let Some(s) = self.strikes.get_mut(replica) {
             *s += 1;
             if *s >= PROBATION_STRIKES {
-                *p = true;
+                self.begin_probation(replica);
             }
         }
+    }
+
+    /// Puts `replica` on probation; if it was not, wakes the reads waiting on it.
+    fn begin_probation(&mut self, replica: usize) {
+        if let Some(p) = self.probation.get_mut(replica) {
+            if !*p {
+                *p = true;
+                self.put_on_probation[replica].notify_waiters();
+            }
+        }
+    }
+
+    /// Woken when `replica` goes on probation: a read waiting on it then hedges at once
+    /// (a stalled replica caught several reads before the first strikes came in; the
+    /// later ones need not each wait out a whole delay of their own).
+    pub(crate) fn probation_signal(&self, replica: usize) -> Option<Arc<Notify>> {
+        self.put_on_probation.get(replica).cloned()
     }
 
     /// Records that the first request to `replica` was outraced: a second request sent a
@@ -224,12 +252,9 @@ impl HedgeState {
     /// one behind a slow link, always does, so it goes on probation at once (a second
     /// strike would cost one more read the whole stall).
     pub(crate) fn outraced(&mut self, replica: usize) {
-        if let (Some(s), Some(p)) = (
-            self.strikes.get_mut(replica),
-            self.probation.get_mut(replica),
-        ) {
+        if let Some(s) = self.strikes.get_mut(replica) {
             *s = (*s).max(PROBATION_STRIKES);
-            *p = true;
+            self.begin_probation(replica);
         }
     }
 
@@ -268,31 +293,57 @@ impl HedgeState {
         self.scores.get(replica).copied().flatten().unwrap_or(0.0)
     }
 
+    /// Records that a request to `replica` was sent (paired with [`HedgeState::ended`]).
+    pub(crate) fn sent(&mut self, replica: usize) {
+        if let Some(n) = self.outstanding.get_mut(replica) {
+            *n += 1;
+        }
+    }
+
+    /// Records that a request to `replica` was answered, failed or was dropped.
+    pub(crate) fn ended(&mut self, replica: usize) {
+        if let Some(n) = self.outstanding.get_mut(replica) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    fn outstanding_at(&self, replica: usize) -> u32 {
+        self.outstanding.get(replica).copied().unwrap_or(0)
+    }
+
     /// True when `replica` is on probation: asked first by nobody, and a hedge target
     /// only if every other replica is on probation too.
     pub(crate) fn on_probation(&self, replica: usize) -> bool {
         self.probation.get(replica).copied().unwrap_or(false)
     }
 
-    /// The replicas for the next read at `now`: the first request goes to `home` unless
-    /// it is on probation (then to the next replica after it that is not); the second,
-    /// if any, to the best-scored other replica that is not on probation (if every
-    /// other one is, the best-scored). A replica on probation whose last shadow request
-    /// is done and [`PROBE_INTERVAL`] old gets a new one.
+    /// The replicas for the next read at `now`: the first request goes to the replica not
+    /// on probation with the fewest requests outstanding, the first of equals counting
+    /// from `home` (if every replica is on probation, to `home`); the second, if any, to
+    /// another replica, preferring one not on probation, then fewer outstanding, then the
+    /// best score. A replica on probation whose last shadow request is done and
+    /// [`PROBE_INTERVAL`] old gets a new one.
     pub(crate) fn choose(&mut self, home: usize, now: Instant) -> ReadPlan {
         let n = self.scores.len().max(1);
         let first = (0..n)
             .map(|k| (home + k) % n)
-            .find(|&r| !self.on_probation(r))
+            .filter(|&r| !self.on_probation(r))
+            .min_by_key(|&r| self.outstanding_at(r))
             .unwrap_or(home % n);
-        let by_score = |a: &usize, b: &usize| {
-            (self.on_probation(*a), self.score_of(*a))
-                .partial_cmp(&(self.on_probation(*b), self.score_of(*b)))
-                .unwrap_or(std::cmp::Ordering::Equal)
+        let rank = |r: usize| {
+            (
+                self.on_probation(r),
+                self.outstanding_at(r),
+                self.score_of(r),
+            )
         };
         let second = (1..n)
             .map(|k| (first + k) % n)
-            .min_by(by_score)
+            .min_by(|a, b| {
+                rank(*a)
+                    .partial_cmp(&rank(*b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
             .unwrap_or(first);
         let shadow = (0..n).find(|&r| {
             r != first
@@ -477,6 +528,69 @@ mod tests {
         h.shadow_done(2, ms(1), true);
         assert!(!h.on_probation(2));
         assert_eq!(h.choose(2, t0 + PROBE_INTERVAL).first, 2);
+    }
+
+    /// Reads waiting on a replica are woken when it goes on probation (by strikes or by
+    /// an outraced request), once, and not by strikes that do not reach probation.
+    #[test]
+    fn going_on_probation_wakes_the_reads_waiting_on_that_replica() {
+        use std::future::Future;
+        use std::pin::Pin;
+        use std::task::{Context, Waker};
+        fn woken(f: Pin<&mut tokio::sync::futures::Notified<'_>>) -> bool {
+            f.poll(&mut Context::from_waker(Waker::noop())).is_ready()
+        }
+        let mut h = settled();
+        let signal = h.probation_signal(1).expect("replica 1 exists");
+        let other = h.probation_signal(2).expect("replica 2 exists");
+        let waiting = signal.notified();
+        let elsewhere = other.notified();
+        tokio::pin!(waiting, elsewhere);
+        waiting.as_mut().enable();
+        elsewhere.as_mut().enable();
+        h.first_slow(1);
+        assert!(!woken(waiting.as_mut()));
+        h.first_slow(1);
+        assert!(woken(waiting.as_mut()));
+        assert!(!woken(elsewhere.as_mut()));
+        // Already on probation: another strike wakes nobody new.
+        let later = signal.notified();
+        tokio::pin!(later);
+        later.as_mut().enable();
+        h.first_slow(1);
+        h.outraced(1);
+        assert!(!woken(later.as_mut()));
+        // An outraced request puts a replica on probation at once, and wakes its reads.
+        h.outraced(2);
+        assert!(woken(elsewhere.as_mut()));
+        assert!(h.probation_signal(7).is_none());
+    }
+
+    /// A replica that has stopped answering collects outstanding requests; new reads go
+    /// to one with fewer before any of them misses the hedge delay. Equals: home first.
+    #[test]
+    fn reads_go_first_to_the_replica_with_the_fewest_requests_outstanding() {
+        let t0 = Instant::now();
+        let mut h = settled();
+        assert_eq!(h.choose(1, t0).first, 1);
+        h.sent(1);
+        let plan = h.choose(1, t0);
+        assert_eq!((plan.first, plan.second), (2, 0));
+        h.sent(2);
+        h.sent(2);
+        assert_eq!(h.choose(1, t0).first, 0);
+        h.sent(0);
+        // 1, 2, 1 outstanding: of the two with one, the first counting from home 2 is 0.
+        assert_eq!(h.choose(2, t0).first, 0);
+        for r in [0, 1, 2, 2] {
+            h.ended(r);
+        }
+        assert_eq!(h.choose(1, t0).first, 1);
+        // Never below zero, and a replica on probation is not asked first however idle.
+        h.ended(1);
+        h.sent(0);
+        h.outraced(1);
+        assert_eq!(h.choose(1, t0).first, 2);
     }
 
     #[test]
