@@ -42,6 +42,17 @@ pub fn skip(test: &str, missing: &str) {
     }
 }
 
+/// [`skip`] under the running test's name (the test harness names its thread after it).
+#[track_caller]
+pub fn skip_here(missing: &str) {
+    let name = std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .map(str::to_string)
+        .unwrap_or_else(|| std::env::args().next().unwrap_or_else(|| "a test".into()));
+    skip(&name, missing)
+}
+
 /// `Some(reason)` skips: the usual shape of a test's preamble,
 /// `if skip::unless(module_path!(), why_not_runnable()) { return; }`.
 #[track_caller]

@@ -1,6 +1,9 @@
 //! History readers: happy paths per format, detection, malformed input with exact
 //! `FILE:LINE: reason` errors, the public Porcupine histories, and write/read round trips.
 
+#[path = "../../testing/skip.rs"]
+mod skip;
+
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use splitbrain_checkers::history::read::{read_ops, read_path, read_str, Format};
@@ -34,7 +37,7 @@ fn op(process: Process, t: OpType, f: &str, value: Value) -> Op {
 fn every_porcupine_history_parses() {
     let root = data_dir().join("porcupine");
     if !root.is_dir() {
-        eprintln!("SKIP: {} not present", root.display());
+        skip::skip_here(&format!("{} not present", root.display()));
         return;
     }
     let mut files = 0;
@@ -74,7 +77,7 @@ fn every_porcupine_history_parses() {
 fn porcupine_timed_out_completions_keep_invoke_value() {
     let path = data_dir().join("porcupine/jepsen/etcd_000.log");
     if !path.is_file() {
-        eprintln!("SKIP: {} not present", path.display());
+        skip::skip_here(&format!("{} not present", path.display()));
         return;
     }
     let history = read_path(&path).unwrap_or_else(|e| panic!("{e}"));

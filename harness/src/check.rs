@@ -152,21 +152,103 @@ impl CheckOptions {
 }
 
 /// No hollow passes: a test in which some kind of operation never succeeded (a cluster
-/// that never served a read) proves nothing about it, so it is `unknown`, with Jepsen's
-/// `stats` counts as the reason. `None` when every kind succeeded at least once.
-pub fn hollow_run(history: &History) -> Option<CheckResult> {
-    let stats = splitbrain_checkers::jepsen::stats::StatsChecker.check(history);
-    (stats.valid != splitbrain_checkers::Validity::Valid).then(|| {
-        let mut r = stats;
-        r.valid = splitbrain_checkers::Validity::Unknown;
-        r.explanation = format!("a hollow run proves nothing: {}", r.explanation);
-        r
-    })
+/// that never served a read) proves nothing about it, so it is `unknown`, naming the kinds.
+/// Kinds are client `f`s and, inside transactions, micro-op kinds (`r`, `w`, `append`):
+/// a list-append run whose every read failed is hollow though many `txn`s committed. A
+/// definite failure is an observation where the checker takes it as one (a failed `cas`
+/// under `--failed-cas observed`). `None` when every kind was observed at least once.
+pub fn hollow_run(history: &History, opts: &CheckOptions) -> Option<CheckResult> {
+    use splitbrain_checkers::Outcome;
+    use std::collections::BTreeMap;
+    // kind -> (invoked, observed)
+    let mut kinds: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for s in history.pair_slots() {
+        let f = history.op_f(s.invoke_pos).unwrap_or("");
+        let observed = match s.outcome {
+            Outcome::Ok => true,
+            Outcome::Fail => opts.failed_cas_observed && f == "cas",
+            Outcome::Info | Outcome::Pending => false,
+        };
+        let k = kinds.entry(f.to_string()).or_default();
+        k.0 += 1;
+        k.1 += u64::from(observed);
+        if f != "txn" {
+            continue;
+        }
+        let micro_kinds = |pos: usize| -> Vec<String> {
+            let mut v: Vec<String> = history
+                .op_value(pos)
+                .and_then(|v| {
+                    v.as_array().map(|mops| {
+                        mops.iter()
+                            .filter_map(|m| m.get(0).and_then(|f| f.as_str()).map(str::to_string))
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
+            v.sort();
+            v.dedup();
+            v
+        };
+        for m in micro_kinds(s.invoke_pos) {
+            kinds.entry(format!("txn:{m}")).or_default().0 += 1;
+        }
+        if let (Outcome::Ok, Some(c)) = (s.outcome, s.complete_pos) {
+            for m in micro_kinds(c) {
+                kinds.entry(format!("txn:{m}")).or_default().1 += 1;
+            }
+        }
+    }
+    if kinds.is_empty() {
+        return Some(CheckResult::new(
+            "hollow-run",
+            splitbrain_checkers::Validity::Unknown,
+            "the history has no client operation: nothing was observed, so nothing is shown",
+        ));
+    }
+    let never: Vec<String> = kinds
+        .iter()
+        .filter(|(_, (invoked, observed))| *invoked > 0 && *observed == 0)
+        .map(|(k, (invoked, _))| match k.strip_prefix("txn:") {
+            Some(m) => {
+                format!("micro-op {m:?} in transactions ({invoked} invoked, none committed)")
+            }
+            None => format!("{k:?} ({invoked} invoked, none observed)"),
+        })
+        .collect();
+    if never.is_empty() {
+        return None;
+    }
+    let mut r = CheckResult::new(
+        "hollow-run",
+        splitbrain_checkers::Validity::Unknown,
+        format!(
+            "a hollow run proves nothing about what it never observed: {}",
+            never.join("; ")
+        ),
+    );
+    r.details = serde_json::json!({
+        "kinds": kinds.iter().map(|(k, (i, o))| (k.clone(), serde_json::json!({"invoked": i, "observed": o}))).collect::<serde_json::Map<_, _>>()
+    });
+    Some(r)
 }
 
-/// Runs every checker on the history (in order; each checker parallelizes inside).
-pub fn run_checkers(history: &History, checkers: &[Box<dyn Checker>]) -> Vec<CheckResult> {
-    checkers.iter().map(|c| c.check(history)).collect()
+/// Everything a history earns: the workload's checkers (in order; each parallelizes
+/// inside), then the hollow-run rule, then, for a test that asked for faults (its
+/// test.json), whether they took effect. The same for `test`, `suite` and `check`.
+pub fn check_history(
+    history: &History,
+    checkers: &[Box<dyn Checker>],
+    opts: &CheckOptions,
+    test: Option<&serde_json::Value>,
+) -> Vec<CheckResult> {
+    let mut results: Vec<CheckResult> = checkers.iter().map(|c| c.check(history)).collect();
+    results.extend(hollow_run(history, opts));
+    if let Some(faults) = test.and_then(crate::fault_coverage::FaultCoverageChecker::from_test_json)
+    {
+        results.push(faults.check(history));
+    }
+    results
 }
 
 /// Eventual-consistency checkers `check --checker` knows by name.
@@ -224,9 +306,9 @@ pub fn infer_workload(history: &History) -> &'static str {
     "model:register"
 }
 
-/// What `check PATH` found at PATH: the history, and what the run's test.json says about
-/// how it was checked (nothing for a bare history file).
-#[derive(Debug, Clone, PartialEq)]
+/// What `check PATH` found at PATH: the history, and what a stored run records about
+/// how it ran and how it was first checked (nothing for a bare history file).
+#[derive(Debug, Clone)]
 pub struct StoredRun {
     /// The history file.
     pub history: PathBuf,
@@ -236,10 +318,15 @@ pub struct StoredRun {
     pub consistency_model: Option<String>,
     /// The initial state the run's model started at (`--init`).
     pub init: Option<serde_json::Value>,
+    /// The run's test.json, when it has one: what it asked for (faults included).
+    pub test: Option<serde_json::Value>,
+    /// The run's first results.json, when it was checked before: a re-check keeps what
+    /// the run was (interrupted, its seed, its network figures) and is stored beside it.
+    pub original: Option<RunSummary>,
 }
 
 /// Locates a `check` PATH's history: PATH itself, or `history.jsonl` in a run directory
-/// together with what its test.json records.
+/// together with what its test.json and results.json record.
 pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
     if !path.is_dir() {
         return Ok(StoredRun {
@@ -247,6 +334,8 @@ pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
             workload: None,
             consistency_model: None,
             init: None,
+            test: None,
+            original: None,
         });
     }
     let history = path.join("history.jsonl");
@@ -255,31 +344,49 @@ pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
         "{} is a directory without history.jsonl",
         path.display()
     );
-    let test = std::fs::read(path.join("test.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .unwrap_or_default();
-    let field = |name: &str| test[name].as_str().map(str::to_string);
+    let test: Option<serde_json::Value> = match std::fs::read(path.join("test.json")) {
+        Ok(b) => Some(
+            serde_json::from_slice(&b)
+                .with_context(|| format!("{} is not JSON", path.join("test.json").display()))?,
+        ),
+        Err(_) => None,
+    };
+    let original = match std::fs::read(path.join("results.json")) {
+        Ok(b) => Some(serde_json::from_slice::<RunSummary>(&b).with_context(|| {
+            format!(
+                "{} is not a splitbrain results.json; a stored run's record is not overwritten",
+                path.join("results.json").display()
+            )
+        })?),
+        Err(_) => None,
+    };
+    let t = test.clone().unwrap_or_default();
+    let field = |name: &str| t[name].as_str().map(str::to_string);
     Ok(StoredRun {
         history,
         workload: field("workload"),
         consistency_model: field("consistency_model"),
-        init: Some(test["init"].clone()).filter(|v| !v.is_null()),
+        init: Some(t["init"].clone()).filter(|v| !v.is_null()),
+        test,
+        original,
     })
 }
 
-/// Writes results.json, report.html and junit.xml into `dir`.
-pub fn write_outputs(dir: &Path, summary: &RunSummary, history: &History) -> anyhow::Result<()> {
+/// Writes results.json, report.html and junit.xml into `dir`; `test` is the run's
+/// test.json (what ran and how to repeat it), which a hand-made run dir may lack.
+pub fn write_outputs(
+    dir: &Path,
+    summary: &RunSummary,
+    history: &History,
+    test: Option<&serde_json::Value>,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::write(
         dir.join("results.json"),
         serde_json::to_vec_pretty(summary)?,
     )
     .with_context(|| format!("writing {}", dir.join("results.json").display()))?;
-    // test.json names what ran and how to repeat it; a hand-made run dir may lack it.
-    let test: Option<serde_json::Value> = std::fs::read(dir.join("test.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    let html = splitbrain_reports::render_html(summary, history, test.as_ref());
+    let html = splitbrain_reports::render_html(summary, history, test);
     std::fs::write(dir.join("report.html"), html)?;
     std::fs::write(
         dir.join("junit.xml"),
@@ -290,7 +397,7 @@ pub fn write_outputs(dir: &Path, summary: &RunSummary, history: &History) -> any
 
 #[cfg(test)]
 mod tests {
-    use super::hollow_run;
+    use super::{hollow_run, CheckOptions};
     use serde_json::json;
     use splitbrain_checkers::{History, Op, OpType, Process, Validity};
 
@@ -307,7 +414,8 @@ mod tests {
         ops.extend(pair(0, "write", OpType::Ok));
         ops.extend(pair(0, "read", OpType::Fail));
         ops.extend(pair(1, "read", OpType::Info));
-        let hollow = hollow_run(&History::new(ops.clone()).unwrap()).expect("hollow");
+        let opts = CheckOptions::default();
+        let hollow = hollow_run(&History::new(ops.clone()).unwrap(), &opts).expect("hollow");
         assert_eq!(hollow.valid, Validity::Unknown);
         assert!(
             hollow.explanation.contains("read"),
@@ -315,6 +423,73 @@ mod tests {
             hollow.explanation
         );
         ops.extend(pair(2, "read", OpType::Ok));
-        assert_eq!(hollow_run(&History::new(ops).unwrap()), None);
+        assert_eq!(hollow_run(&History::new(ops).unwrap(), &opts), None);
+    }
+
+    fn txn(
+        p: u64,
+        done: OpType,
+        invoked: serde_json::Value,
+        completed: serde_json::Value,
+    ) -> [Op; 2] {
+        [
+            Op::new(Process::Client(p), OpType::Invoke, "txn", invoked),
+            Op::new(Process::Client(p), done, "txn", completed),
+        ]
+    }
+
+    #[test]
+    fn a_transactional_run_whose_reads_never_committed_is_unknown() {
+        let mut ops: Vec<Op> = Vec::new();
+        // appends commit, every transaction with a read aborts
+        ops.extend(txn(
+            0,
+            OpType::Ok,
+            json!([["append", 1, 1]]),
+            json!([["append", 1, 1]]),
+        ));
+        ops.extend(txn(
+            1,
+            OpType::Fail,
+            json!([["r", 1, null]]),
+            json!([["r", 1, null]]),
+        ));
+        let opts = CheckOptions::default();
+        let hollow = hollow_run(&History::new(ops.clone()).unwrap(), &opts).expect("hollow");
+        assert_eq!(hollow.valid, Validity::Unknown);
+        assert!(
+            hollow.explanation.contains("micro-op \"r\""),
+            "{}",
+            hollow.explanation
+        );
+        assert!(
+            !hollow.explanation.contains("\"append\""),
+            "{}",
+            hollow.explanation
+        );
+        ops.extend(txn(
+            2,
+            OpType::Ok,
+            json!([["r", 1, null]]),
+            json!([["r", 1, [1]]]),
+        ));
+        assert_eq!(hollow_run(&History::new(ops).unwrap(), &opts), None);
+    }
+
+    #[test]
+    fn an_empty_history_is_hollow_and_failed_cas_counts_only_when_observed() {
+        let opts = CheckOptions::default();
+        let empty = hollow_run(&History::new(Vec::new()).unwrap(), &opts).expect("hollow");
+        assert_eq!(empty.valid, Validity::Unknown);
+        let mut ops: Vec<Op> = Vec::new();
+        ops.extend(pair(0, "read", OpType::Ok));
+        ops.extend(pair(1, "cas", OpType::Fail));
+        let h = History::new(ops).unwrap();
+        assert!(hollow_run(&h, &opts).is_some());
+        let observed = CheckOptions {
+            failed_cas_observed: true,
+            ..CheckOptions::default()
+        };
+        assert_eq!(hollow_run(&h, &observed), None);
     }
 }

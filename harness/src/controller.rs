@@ -8,7 +8,7 @@
 //! Teardown runs on every path: normal end, error, Ctrl-C (the `cancel` token) and panic
 //! (the cluster's `Drop`).
 
-use crate::check::{run_checkers, CheckOptions};
+use crate::check::{check_history, CheckOptions};
 use crate::cluster::{Cluster, NodeLayout};
 use crate::programs::{check_required_programs, find_binary};
 use crate::progress::Progress;
@@ -243,9 +243,10 @@ pub async fn finish_run(
     };
     let history = History::new(ops).context("the recorded history is malformed")?;
     let checkers = workload.checkers(check)?;
+    let opts = check.clone();
+    let test = serde_json::to_value(spec)?;
     let results = tokio::task::spawn_blocking(move || {
-        let mut r = run_checkers(&history, &checkers);
-        r.extend(crate::check::hollow_run(&history));
+        let r = check_history(&history, &checkers, &opts, Some(&test));
         (history, r)
     })
     .await?;
@@ -286,7 +287,8 @@ fn store_summary_with(
     );
     summary.incomplete = incomplete;
     summary.net = net;
-    crate::check::write_outputs(&run_dir.path, &summary, history)?;
+    let test = serde_json::to_value(spec)?;
+    crate::check::write_outputs(&run_dir.path, &summary, history, Some(&test))?;
     Ok(summary)
 }
 

@@ -19,6 +19,7 @@ pub mod check;
 pub mod cluster;
 pub mod controller;
 pub mod converge;
+pub mod fault_coverage;
 mod layout;
 pub mod maelstrom;
 pub mod mesh;

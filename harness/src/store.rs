@@ -18,13 +18,7 @@ impl RunDir {
         let stamp = wall_clock_stamp();
         let test_dir = root.join(test_name);
         std::fs::create_dir_all(&test_dir)?;
-        // Two runs in the same second get distinct directories.
-        let mut path = test_dir.join(&stamp);
-        let mut n = 1;
-        while path.exists() {
-            path = test_dir.join(format!("{stamp}-{n}"));
-            n += 1;
-        }
+        let path = fresh_dir(&test_dir, &stamp)?;
         std::fs::create_dir_all(path.join("nodes"))?;
         let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
         relink(&root.join("latest"), &rel)?;
@@ -67,6 +61,71 @@ fn relink(link: &Path, target: &Path) -> std::io::Result<()> {
 }
 
 /// `YYYYMMDDTHHMMSS` in UTC: wall-clock time only names runs.
+/// `parent/<stamp>`, or `<stamp>-1`, `-2`, ... when that exists: two runs (or checks) in
+/// the same second get distinct directories.
+fn fresh_dir(parent: &Path, stamp: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(parent)?;
+    let mut path = parent.join(stamp);
+    let mut n = 1;
+    loop {
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                path = parent.join(format!("{stamp}-{n}"));
+                n += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A stored run is a record: a re-check never rewrites what the run wrote. It goes into
+/// a fresh `checks/<stamp>/` of the run directory, and the run's results.json gains (or
+/// updates) two fields, every other field kept as the run wrote it: `checks`, the list
+/// of re-checks (directory, when, verdict), and `current`, the one readers should show.
+/// Returns the new check's directory.
+pub fn record_recheck(
+    run: &Path,
+    write: impl FnOnce(&Path) -> anyhow::Result<()>,
+    valid: splitbrain_checkers::Validity,
+) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let dir = fresh_dir(&run.join("checks"), &wall_clock_stamp())
+        .with_context(|| format!("creating a check directory in {}", run.display()))?;
+    write(&dir)?;
+    let results = run.join("results.json");
+    let mut record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&results).with_context(|| format!("reading {}", results.display()))?,
+    )
+    .with_context(|| format!("parsing {}", results.display()))?;
+    let rel = dir
+        .strip_prefix(run)
+        .unwrap_or(&dir)
+        .to_string_lossy()
+        .into_owned();
+    let entry = serde_json::json!({
+        "dir": rel,
+        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "valid": valid,
+    });
+    let obj = record
+        .as_object_mut()
+        .with_context(|| format!("{} is not a JSON object", results.display()))?;
+    match obj.get_mut("checks").and_then(|c| c.as_array_mut()) {
+        Some(list) => list.push(entry),
+        None => {
+            obj.insert("checks".into(), serde_json::json!([entry]));
+        }
+    }
+    obj.insert("current".into(), serde_json::json!(rel));
+    // Written whole to a temporary file, then renamed: a crash leaves the old record.
+    let tmp = run.join(".results.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&record)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &results).with_context(|| format!("replacing {}", results.display()))?;
+    Ok(dir)
+}
+
 fn wall_clock_stamp() -> String {
     chrono::Utc::now().format(STAMP_FORMAT).to_string()
 }
@@ -107,8 +166,26 @@ pub fn load_run(path: &Path) -> Result<ComparedRun, StoredRunError> {
         why,
     };
     let text = std::fs::read_to_string(&results).map_err(|e| bad(e.to_string()))?;
-    let summary: RunSummary = serde_json::from_str(&text)
+    let record: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("not a splitbrain results.json: {e}")))?;
+    // A re-checked run is shown as its current check says (`record_recheck`).
+    let current = record["current"]
+        .as_str()
+        .map(|rel| dir.join(rel).join("results.json"))
+        .filter(|p| p.is_file());
+    let summary: RunSummary = match current {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| {
+                bad(format!(
+                    "{}: not a splitbrain results.json: {e}",
+                    path.display()
+                ))
+            })?
+        }
+        None => serde_json::from_value(record)
+            .map_err(|e| bad(format!("not a splitbrain results.json: {e}")))?,
+    };
     // test.json is absent for `splitbrain check` on a bare history; options stay blank then.
     let spec: serde_json::Value = std::fs::read_to_string(dir.join("test.json"))
         .ok()

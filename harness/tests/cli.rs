@@ -10,12 +10,15 @@ fn splitbrain() -> Command {
     Command::new(env!("CARGO_BIN_EXE_splitbrain"))
 }
 
+#[path = "../../testing/skip.rs"]
+mod skip;
+
 fn data_dir() -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
     if d.is_dir() {
         Some(d)
     } else {
-        eprintln!("SKIP: {} is absent", d.display());
+        skip::skip_here(&format!("{} is absent", d.display()));
         None
     }
 }
@@ -526,10 +529,23 @@ fn check_of_a_run_directory_uses_the_consistency_model_the_run_required() {
             .code()
     };
     assert_eq!(status(&[]), Some(0));
+    let first = std::fs::read(run.path().join("results.json")).unwrap();
     assert_eq!(status(&["--consistency-model", "serializable"]), Some(1));
+    // The first check is the run's record: the second is stored beside it, marked current.
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.path().join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["results"][0]["valid"], false);
+    assert_eq!(results["results"][0]["valid"], true, "{results}");
+    let original: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(results["results"], original["results"]);
+    let current = results["current"].as_str().expect("a current check");
+    assert!(current.starts_with("checks/"), "{current}");
+    let recheck: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(run.path().join(current).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(recheck["results"][0]["valid"], false);
+    assert!(run.path().join(current).join("report.html").is_file());
+    assert_eq!(results["checks"][0]["valid"], false);
 }
 
 /// A run directory made by `check` (no cluster): a register history whose one read
@@ -549,7 +565,7 @@ fn checked_run(store: &Path, name: &str, read: u64, bug: &str) -> PathBuf {
     .unwrap();
     let bugs = if bug.is_empty() { vec![] } else { vec![bug] };
     let spec = serde_json::json!({"target": "kv", "workload": "register", "bugs": bugs,
-        "nemesis": ["partition"], "seed": 3, "nodes": 3});
+        "nemesis": ["none"], "seed": 3, "nodes": 3});
     std::fs::write(run.join("test.json"), spec.to_string()).unwrap();
     let out = splitbrain()
         .args(["check", "--model", "register"])
@@ -685,4 +701,105 @@ fn serve_lists_runs_serves_reports_and_refuses_to_leave_the_store() {
     if let Err(e) = check {
         std::panic::resume_unwind(e);
     }
+}
+
+/// A stored run that was interrupted, and one that was hollow, keep being so when checked
+/// again: the re-check is stored beside the first results, which stay on disk.
+#[test]
+fn a_recheck_of_an_interrupted_or_hollow_run_keeps_what_the_run_was() {
+    let dir = tempfile::tempdir().unwrap();
+    // Interrupted: a complete, linearizable history, but the run was stopped by SIGINT.
+    let interrupted = checked_run(dir.path(), "kv-stopped", 1, "");
+    let results = interrupted.join("results.json");
+    let mut first: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
+    first["incomplete"] = "interrupted (SIGINT)".into();
+    std::fs::write(&results, serde_json::to_vec_pretty(&first).unwrap()).unwrap();
+    let out = splitbrain()
+        .args(["check", "--model", "register"])
+        .arg(&interrupted)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
+    assert_eq!(record["incomplete"], "interrupted (SIGINT)");
+    let current = interrupted.join(record["current"].as_str().unwrap());
+    let recheck: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(current.join("results.json")).unwrap()).unwrap();
+    assert_eq!(recheck["incomplete"], "interrupted (SIGINT)", "{recheck}");
+
+    // Hollow: every read failed; the first check said unknown (exit 3), and so does the next.
+    let hollow = dir.path().join("kv-hollow/20261201T000000");
+    std::fs::create_dir_all(&hollow).unwrap();
+    std::fs::write(
+        hollow.join("history.jsonl"),
+        "{\"process\":0,\"type\":\"invoke\",\"f\":\"write\",\"value\":1,\"time\":0}\n\
+         {\"process\":0,\"type\":\"ok\",\"f\":\"write\",\"value\":1,\"time\":1000000}\n\
+         {\"process\":1,\"type\":\"invoke\",\"f\":\"read\",\"value\":null,\"time\":2000000}\n\
+         {\"process\":1,\"type\":\"fail\",\"f\":\"read\",\"value\":null,\"time\":3000000}\n",
+    )
+    .unwrap();
+    std::fs::write(hollow.join("test.json"), r#"{"workload": "register"}"#).unwrap();
+    let check = || {
+        splitbrain()
+            .arg("check")
+            .arg(&hollow)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(check(), Some(3));
+    let first = std::fs::read(hollow.join("results.json")).unwrap();
+    assert_eq!(check(), Some(3));
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(hollow.join("results.json")).unwrap()).unwrap();
+    let original: serde_json::Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(record["results"], original["results"]);
+    assert_eq!(record["checks"][0]["valid"], "unknown");
+    let recheck: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            hollow
+                .join(record["current"].as_str().unwrap())
+                .join("results.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let hollow_result = recheck["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["checker"] == "hollow-run")
+        .expect("the hollow-run rule applies on re-check");
+    assert_eq!(hollow_result["valid"], "unknown");
+}
+
+/// A stored run that asked for a fault the history shows never took effect is not valid.
+#[test]
+fn a_run_whose_requested_fault_never_took_effect_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = checked_run(dir.path(), "kv-untested", 1, "");
+    let spec = serde_json::json!({"target": "kv", "workload": "register",
+        "nemesis": ["partition", "kill"], "seed": 3, "nodes": 3});
+    std::fs::write(run.join("test.json"), spec.to_string()).unwrap();
+    let out = splitbrain()
+        .args(["check", "--model", "register", "--format", "json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let faults = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["checker"] == "fault-coverage")
+        .expect("a fault-coverage result");
+    let why = faults["explanation"].as_str().unwrap();
+    assert!(
+        why.contains("not exercised: kill (never started), partition (never started)"),
+        "{why}"
+    );
 }

@@ -34,7 +34,7 @@ fn skip_reason() -> Option<String> {
 macro_rules! skip_unless_runnable {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("skipping: {why}");
+            support::skip::skip_here(&why);
             return;
         }
     };

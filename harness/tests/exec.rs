@@ -24,14 +24,15 @@ fn run_exec(spec_file: &str, args: &[&str]) -> (Option<i32>, Value, tempfile::Te
     support::run_target("exec", 3, &all)
 }
 
-/// True when `python3` runs here; the Python server's tests skip (saying so) otherwise.
-fn python3() -> bool {
+/// True when `python3` runs here; the Python server's tests skip (counted; a failure
+/// under CI) otherwise.
+fn python3(test: &str) -> bool {
     let ok = Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIP: python3 is not on PATH");
+        support::skip::skip(test, "python3 (Debian package python3) is not on PATH");
     }
     ok
 }
@@ -93,7 +94,7 @@ fn the_txn_database_through_its_spec_file_serves_elle_transactions() {
 
 #[test]
 fn the_python_register_store_is_linearizable_under_partitions_and_kills() {
-    if !python3() {
+    if !python3("the_python_register_store_is_linearizable_under_partitions_and_kills") {
         return;
     }
     let (code, results, store) = run_exec(
@@ -116,7 +117,7 @@ fn the_python_register_store_is_linearizable_under_partitions_and_kills() {
 
 #[test]
 fn the_python_stores_stale_read_bug_is_found() {
-    if !python3() {
+    if !python3("the_python_stores_stale_read_bug_is_found") {
         return;
     }
     let (code, results, _store) = run_exec(
@@ -230,11 +231,14 @@ fn a_server_that_exits_at_start_cannot_run_and_leaves_nothing_behind() {
 /// while the bump is on, reads a wall clock an hour ahead.
 #[test]
 fn a_spec_with_clock_faketime_has_its_nodes_clocks_moved_by_libfaketime() {
-    if !python3() {
+    if !python3("a_spec_with_clock_faketime_has_its_nodes_clocks_moved_by_libfaketime") {
         return;
     }
     if splitbrain_nemesis::faketime::FaketimeClocks::library().is_none() {
-        eprintln!("SKIP: libfaketime is not installed (Debian package faketime)");
+        support::skip::skip(
+            "exec faketime",
+            "libfaketime (Debian package faketime) is not installed",
+        );
         return;
     }
     let store = tempfile::tempdir().unwrap();

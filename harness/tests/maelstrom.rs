@@ -10,14 +10,15 @@ use std::process::Command;
 
 mod support;
 
-/// True when `program --version` runs here; tests that need it skip, saying so, otherwise.
+/// True when `program --version` runs here; tests that need it skip (counted; a failure
+/// under CI) otherwise.
 fn have(program: &str) -> bool {
     let ok = Command::new(program)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIP: {program} is not on PATH");
+        support::skip::skip_here(&format!("{program} is not on PATH"));
     }
     ok
 }

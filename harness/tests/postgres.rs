@@ -103,7 +103,7 @@ fn lost_commits(ops: &[Value]) -> Vec<String> {
 #[test]
 fn serializable_list_append_loses_no_commit_through_kill_9_of_the_server() {
     if let Some(why) = support::postgres_unavailable() {
-        eprintln!("skipping: {why}");
+        support::skip::skip_here(&why);
         return;
     }
     // Two kills at fixed times, each followed by seconds of service: a random schedule
@@ -188,7 +188,7 @@ fn serializable_list_append_loses_no_commit_through_kill_9_of_the_server() {
 #[test]
 fn read_committed_list_append_shows_read_skew_and_lost_updates() {
     if let Some(why) = support::postgres_unavailable() {
-        eprintln!("skipping: {why}");
+        support::skip::skip_here(&why);
         return;
     }
     let (code, results, _store) = run_postgres(&[

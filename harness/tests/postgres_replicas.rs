@@ -88,7 +88,7 @@ fn elements_read_on(ops: &[Value], node: &str) -> Vec<i64> {
 #[test]
 fn the_standby_streams_the_primarys_commits_and_resumes_after_kill_9() {
     if let Some(why) = support::postgres_unavailable() {
-        eprintln!("skipping: {why}");
+        support::skip::skip_here(&why);
         return;
     }
     // Kill -9 of the standby, then of the primary: each comes back (the standby resumes
@@ -163,7 +163,7 @@ fn the_standby_streams_the_primarys_commits_and_resumes_after_kill_9() {
 #[test]
 fn reads_from_a_paused_async_standby_are_stale_and_elle_names_it() {
     if let Some(why) = support::postgres_unavailable() {
-        eprintln!("skipping: {why}");
+        support::skip::skip_here(&why);
         return;
     }
     // Two pauses of the standby alone: while it is stopped the primary commits on, and

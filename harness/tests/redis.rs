@@ -3,7 +3,8 @@
 //! sentinels on the majority side promote a replica, and the writes the old primary
 //! acknowledged meanwhile are discarded when it rejoins as a replica. Afterwards (also
 //! after SIGINT mid-run) none of the run's namespaces, host links or Redis processes
-//! may be left. Skips, saying why, without root, iproute2, nftables or Redis.
+//! may be left. Skips (counted; a failure under CI=true) without root, iproute2,
+//! nftables or Redis.
 
 mod support;
 
@@ -35,7 +36,7 @@ fn skip_reason() -> Option<String> {
 /// `for_ms`; None (after saying why) where the test cannot run.
 fn setup(at_ms: u64, for_ms: u64) -> Option<(tempfile::TempDir, String)> {
     if let Some(why) = skip_reason() {
-        eprintln!("skipping the Redis test: {why}");
+        support::skip::skip_here(&why);
         return None;
     }
     let store = tempfile::tempdir().unwrap();

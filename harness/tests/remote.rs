@@ -2,7 +2,7 @@
 //! (`splitbrain::remote::testbed`), the nodes run there, partitions are nftables rules
 //! inside each host's namespace. After every run — valid, interrupted, failed to start —
 //! each host is listed for anything the harness left (processes, nftables tables, files).
-//! Skips with a message where not root, or sshd / nft / ip is missing.
+//! Skips (counted; a failure under CI=true) where not root, or sshd / nft / ip is missing.
 
 use serde_json::Value;
 use splitbrain::remote::testbed::{unavailable_reason, SshTestbed};
@@ -15,7 +15,7 @@ use support::nemesis_ops;
 
 fn testbed(n: usize, without_nft: &[usize]) -> Option<SshTestbed> {
     if let Some(why) = unavailable_reason() {
-        eprintln!("skipping: namespace hosts with sshd cannot be made here: {why}");
+        support::skip::skip_here(&format!("namespace hosts with sshd: {why}"));
         return None;
     }
     Some(SshTestbed::create_with(n, without_nft).expect("making the namespace hosts"))
@@ -376,7 +376,10 @@ fn an_unchanged_binary_is_not_uploaded_again() {
 #[test]
 fn a_faketime_clock_target_has_its_clocks_moved_on_the_hosts() {
     if splitbrain_nemesis::faketime::FaketimeClocks::library().is_none() {
-        eprintln!("skipping: libfaketime is not installed (Debian package faketime)");
+        support::skip::skip(
+            "remote faketime",
+            "libfaketime (Debian package faketime) is not installed",
+        );
         return;
     }
     let Some(bed) = testbed(3, &[]) else { return };

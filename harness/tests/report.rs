@@ -135,7 +135,9 @@ macro_rules! require_chromium {
         match chromium() {
             Some(b) => b,
             None => {
-                eprintln!("SKIPPED: chromium is not installed (apt-get install -y chromium); report.html was not loaded in a browser");
+                support::skip::skip_here(
+                    "chromium (Debian package chromium) is not installed; report.html was not loaded in a browser",
+                );
                 return;
             }
         }

@@ -1,6 +1,9 @@
 //! libfaketime clock offsets observed by a real running process (this test binary,
 //! re-run as a helper). Skips when libfaketime is not installed.
 
+#[path = "../../testing/skip.rs"]
+mod skip;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -34,7 +37,7 @@ fn helper_print_clock() {
 #[test]
 fn offset_moves_a_running_process_clock() {
     if FaketimeClocks::library().is_none() {
-        println!("SKIP faketime test: libfaketime not installed (Debian package faketime)");
+        skip::skip_here("libfaketime (Debian package faketime) is not installed");
         return;
     }
     let dir = std::env::temp_dir().join(format!("sb-nemesis-faketime-{}", std::process::id()));

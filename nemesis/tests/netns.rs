@@ -1,6 +1,6 @@
 //! Network-namespace backend on real namespaces: a real server process in one namespace,
 //! a client in another; partitions block real TCP, heal restores it, loss is measured over
-//! UDP, and nothing is left behind. Skips (passing, with a message) without root / tools.
+//! UDP, and nothing is left behind. Skips (counted; a failure under CI=true) without root / tools.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -39,6 +39,9 @@ fn helper_echo_server() {
         }
     }
 }
+
+#[path = "../../testing/skip.rs"]
+mod skip;
 
 fn skip_reason() -> Option<String> {
     netns::unavailable_reason()
@@ -156,7 +159,7 @@ fn root_ruleset() -> String {
 #[test]
 fn partition_blocks_real_tcp_and_heal_restores_it() {
     if let Some(why) = skip_reason() {
-        println!("SKIP netns test: {why}");
+        skip::skip_here(&why);
         return;
     }
     let ruleset_before = root_ruleset();
@@ -243,7 +246,7 @@ fn partition_blocks_real_tcp_and_heal_restores_it() {
 #[test]
 fn loss_is_measured_and_delay_is_detected() {
     if let Some(why) = skip_reason() {
-        println!("SKIP netns test: {why}");
+        skip::skip_here(&why);
         return;
     }
     let cluster = NetnsCluster::create(2).unwrap();
@@ -293,7 +296,7 @@ fn loss_is_measured_and_delay_is_detected() {
 #[test]
 fn sweep_removes_namespaces_of_dead_runs() {
     if let Some(why) = skip_reason() {
-        println!("SKIP netns test: {why}");
+        skip::skip_here(&why);
         return;
     }
     // pid 4194304 is above the kernel's pid_max limit, so this run is certainly dead
@@ -347,7 +350,7 @@ async fn nemesis_drives_namespaces() {
     use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
     use std::sync::Arc;
     if let Some(why) = skip_reason() {
-        println!("SKIP netns test: {why}");
+        skip::skip_here(&why);
         return;
     }
     let cluster = Arc::new(NetnsCluster::create(3).unwrap());
@@ -394,7 +397,7 @@ fn echo_from_host(to: SocketAddr) -> Result<String, String> {
 #[test]
 fn host_link_reaches_nodes_directly_and_survives_partitions() {
     if let Some(why) = skip_reason() {
-        println!("SKIP netns test: {why}");
+        skip::skip_here(&why);
         return;
     }
     let a = NetnsCluster::create_reachable(2).expect("create reachable cluster");

@@ -4,7 +4,8 @@ use super::flags::CheckFlags;
 use super::{usage, verdict_code};
 use anyhow::Context;
 use clap::Args;
-use splitbrain::check::{infer_workload, locate_history, run_checkers, write_outputs};
+use splitbrain::check::{check_history, infer_workload, locate_history, write_outputs};
+use splitbrain::store::record_recheck;
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
 use std::path::PathBuf;
@@ -74,17 +75,36 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
             (inferred.to_string(), checkers)
         }
     };
-    let results = run_checkers(&history, &checkers);
+    let results = check_history(&history, &checkers, &check, stored.test.as_ref());
     let run_dir = a.path.is_dir().then(|| a.path.display().to_string());
-    let summary = RunSummary::new(
+    let mut summary = RunSummary::new(
         history_path.display().to_string(),
         run_dir.clone(),
         results,
         history_stats(&history),
         None,
     );
+    // What the run was stays what it was: an interrupted run re-checked is still one.
+    if let Some(first) = &stored.original {
+        summary.test_name = first.test_name.clone();
+        summary.seed = first.seed;
+        summary.incomplete = first.incomplete.clone();
+        summary.net = first.net.clone();
+    }
     if a.path.is_dir() {
-        write_outputs(&a.path, &summary, &history)?;
+        if stored.original.is_some() {
+            let dir = record_recheck(
+                &a.path,
+                |dir| write_outputs(dir, &summary, &history, stored.test.as_ref()),
+                summary.valid,
+            )?;
+            eprintln!(
+                "the run's first results are kept; this check is stored in {} and marked current",
+                dir.display()
+            );
+        } else {
+            write_outputs(&a.path, &summary, &history, stored.test.as_ref())?;
+        }
     }
     if let Some(path) = &a.junit {
         std::fs::write(path, junit_xml(&summary))
@@ -95,6 +115,10 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
     } else {
         eprintln!("checked {} as {name}", history_path.display());
         println!("{}", summary_table(&summary));
+    }
+    // As `test` exits for it: a run that did not run to its end is not a verdict.
+    if summary.incomplete.is_some() {
+        return Ok(super::EXIT_COULD_NOT_RUN);
     }
     Ok(verdict_code(summary.valid))
 }

@@ -4,6 +4,9 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use serde_json::Value;
+
+#[path = "../../../testing/skip.rs"]
+pub mod skip;
 use std::path::Path;
 use std::process::Command;
 
