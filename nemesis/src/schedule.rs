@@ -163,8 +163,15 @@ fn timeline(
         }
         return;
     }
+    // Kinds are dealt from a shuffled deck, refilled when empty: every kind asked for
+    // comes once before any comes twice, so a short run still exercises each of them.
+    let mut deck: Vec<&str> = Vec::new();
     while t < duration_ms && out.len() < MAX_FAULTS {
-        let kind = kinds[rng.gen_range(0..kinds.len())];
+        if deck.is_empty() {
+            deck = kinds.to_vec();
+            deck.shuffle(rng);
+        }
+        let Some(kind) = deck.pop() else { break };
         let mut for_ms = span(rng);
         if kind == "figure-8" {
             // room for two of its rounds, whatever the interval

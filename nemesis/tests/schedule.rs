@@ -332,3 +332,23 @@ fn figure_8_faults_are_long_partitions_resolved_at_run_time() {
         "one node has no figure 8"
     );
 }
+
+/// Kinds sharing a timeline are dealt like cards: each comes once before any comes twice,
+/// so every kind asked for is exercised in the shortest run that has room for them all.
+#[test]
+fn every_kind_of_a_timeline_comes_before_any_repeats() {
+    let kind = |f: &PlannedFault| serde_json::to_value(f).unwrap()["f"].clone();
+    for seed in 0..50 {
+        let p = plan("kill,pause,strobe-pause", seed, 5);
+        let first: BTreeSet<String> = p
+            .iter()
+            .take(3)
+            .map(|f| kind(f).as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            first.len(),
+            3,
+            "seed {seed}: the first three were {first:?}"
+        );
+    }
+}

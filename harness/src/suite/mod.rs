@@ -18,6 +18,8 @@ mod report;
 mod table;
 
 #[cfg(test)]
+mod fault_schedule_tests;
+#[cfg(test)]
 mod render_tests;
 
 pub use evidence::{evidence_points, history_times, time_to_detect, EvidencePoint};
