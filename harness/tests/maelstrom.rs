@@ -253,6 +253,52 @@ fn expect_protocol_error(body: &str, want: &[&str]) {
     }
 }
 
+/// Maelstrom's network takes any known `src` (a follower forwarding a client's request
+/// keeping the client's `src`, so the leader answers the client: Maelstrom's
+/// `demo/python/raft.py`), and its services answer a node still handling `init` (a node
+/// whose `init` waits for a `seq-kv` write: Maelstrom's Go library allows it).
+#[test]
+fn forwarded_client_requests_and_services_during_init_work_as_in_maelstrom() {
+    if !have("python3") {
+        return;
+    }
+    let (_dir, path) = script(
+        r#"
+def send(src, dest, body):
+    sys.stdout.write(json.dumps({"src": src, "dest": dest, "body": body}) + "\n")
+    sys.stdout.flush()
+me = None
+init = None
+for line in sys.stdin:
+    m = json.loads(line)
+    b = m["body"]
+    if b["type"] == "init":
+        me, init = b["node_id"], m
+        send(me, "seq-kv", {"type": "write", "key": me, "value": 1, "msg_id": 1})
+    elif b["type"] == "write_ok":
+        send(me, init["src"], {"type": "init_ok", "in_reply_to": init["body"]["msg_id"]})
+    elif b["type"] == "echo" and me != "n1":
+        send(m["src"], "n1", b)
+    elif b["type"] == "echo":
+        send(me, m["src"], {"type": "echo_ok", "echo": b["echo"], "in_reply_to": b["msg_id"]})
+"#,
+    );
+    let (code, r, err) = run(
+        path.to_str().unwrap(),
+        3,
+        &["--workload", "echo", "--time-limit", "3", "--seed", "1"],
+    );
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+    let by_node = &r["net"]["by_node"];
+    // n2 and n3 forwarded: n1 answered every client.
+    assert!(by_node["n2"]["sent"].as_u64().unwrap() > 0, "{by_node:#}");
+    assert!(
+        r["net"]["service_messages"].as_u64().unwrap() >= 6,
+        "{:#}",
+        r["net"]
+    );
+}
+
 #[test]
 fn a_line_that_is_not_json_names_the_node_and_the_line() {
     if !have("python3") {

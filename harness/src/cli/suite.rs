@@ -89,6 +89,18 @@ pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
             c.options.time_limit = Some(t);
         }
     }
+    // Cells whose program is not here (`requires`, `${VAR}`) step aside, saying why.
+    suite.cells.retain(|c| match &c.skip {
+        Some(why) => {
+            eprintln!("splitbrain: skip {}: {why}", c.name);
+            false
+        }
+        None => true,
+    });
+    if suite.cells.is_empty() {
+        eprintln!("splitbrain: every cell of {origin} was skipped; nothing ran");
+        return Ok(0);
+    }
     let store = a.store.to_string_lossy().into_owned();
     // Every cell is checked before anything runs, so a typo in the last cell does not
     // surface after an hour of runs.

@@ -27,9 +27,10 @@ pub(crate) struct TestArgs {
     /// What the clients do.
     #[arg(long, default_value = "register")]
     workload: String,
-    /// Faults, comma separated: partition,kill,pause,clock,slow,loss or none.
-    #[arg(long, default_value = "partition,kill,pause")]
-    nemesis: String,
+    /// Faults, comma separated: partition,kill,pause,clock,slow,loss or none
+    /// [default: partition,kill,pause; with --target maelstrom: none, as Maelstrom's].
+    #[arg(long)]
+    nemesis: Option<String>,
     /// Mean seconds between faults.
     #[arg(long, default_value_t = 4.0)]
     nemesis_interval: f64,
@@ -156,6 +157,18 @@ pub(crate) struct PreparedTest {
     check: splitbrain::check::CheckOptions,
 }
 
+impl TestArgs {
+    /// `--nemesis`, or the target's default: none for Maelstrom nodes (Maelstrom injects
+    /// no fault unless asked, and its nodes usually keep their state in memory only).
+    fn nemesis(&self) -> &str {
+        match (&self.nemesis, self.target.as_str()) {
+            (Some(n), _) => n,
+            (None, "maelstrom") => "none",
+            (None, _) => "partition,kill,pause",
+        }
+    }
+}
+
 pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
     let prepared = prepare_test(&a)?;
     let show = !a.no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -189,7 +202,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     let (target, target_spec) = resolve_target(a)?;
     // Refused here rather than failing every clock fault and then the heal (exit 4).
     if target.clock_source() == splitbrain::target::ClockSource::Unsupported
-        && a.nemesis.split(',').any(|f| f.trim() == "clock")
+        && a.nemesis().split(',').any(|f| f.trim() == "clock")
     {
         return Err(usage(format!(
             "--nemesis clock: the clock of target {} cannot be moved (see its docs)",
@@ -277,7 +290,11 @@ fn check_transport(a: &TestArgs, target: &dyn splitbrain::target::Target) -> any
         )));
     }
     if transport == "shm" {
-        let mut faults: Vec<String> = a.nemesis.split(',').map(|f| f.trim().to_string()).collect();
+        let mut faults: Vec<String> = a
+            .nemesis()
+            .split(',')
+            .map(|f| f.trim().to_string())
+            .collect();
         if let Some(plan) = &a.nemesis_plan {
             let spec = splitbrain_nemesis::NemesisSpec::from_plan_file(plan)
                 .map_err(|e| usage(e.to_string()))?;
@@ -386,13 +403,13 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         )));
     }
     let nemesis: Vec<String> = a
-        .nemesis
+        .nemesis()
         .split(',')
         .map(str::trim)
         .filter(|f| !f.is_empty() && *f != "none")
         .map(str::to_string)
         .collect();
-    splitbrain_nemesis::NemesisSpec::parse(&a.nemesis, Duration::from_secs(1), 0)
+    splitbrain_nemesis::NemesisSpec::parse(a.nemesis(), Duration::from_secs(1), 0)
         .map_err(|e| usage(e.to_string()))?;
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -484,7 +501,7 @@ fn resolve_target(
             ));
         };
         let t = ExecTarget::from_file(path).map_err(|e| usage(e.to_string()))?;
-        let faults = a.nemesis.split(',').map(str::trim);
+        let faults = a.nemesis().split(',').map(str::trim);
         if !t.serves_clock() && faults.clone().any(|f| f == "clock") {
             return Err(usage(format!(
                 "--nemesis clock needs a way to move the nodes' clocks, which the target spec {} does not declare (clock = true for POST /admin/clock, or clock = \"faketime\")",

@@ -39,11 +39,12 @@ pub struct KafkaGenerator {
 }
 
 impl KafkaGenerator {
-    /// A generator over `min(active_keys, MAX_KEYS)` keys `k0..`.
+    /// A generator over `min(active_keys, MAX_KEYS)` keys `"0"..`, Maelstrom's (its kafka
+    /// workload names logs by integers written as strings).
     pub fn new(active_keys: usize) -> KafkaGenerator {
         KafkaGenerator {
             keys: (0..active_keys.clamp(1, MAX_KEYS))
-                .map(|i| format!("k{i}"))
+                .map(|i| i.to_string())
                 .collect(),
             next_msg: 0,
         }

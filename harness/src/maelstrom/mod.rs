@@ -9,11 +9,14 @@
 //!     --nodes 5 --topology grid --latency 10 --nemesis partition --time-limit 20
 //! ```
 //!
-//! - [`nodes`]: `N` processes `n1..nN` (as Maelstrom numbers them), each sent `init`; a
-//!   killed node restarts with a fresh `init`.
+//! - [`nodes`]: `N` processes `n1..nN` (as Maelstrom numbers them), all sent `init` at
+//!   once; a killed node restarts with a fresh `init`.
 //! - [`net`]: the network inside the controller — base latency (`--latency`, `--latency-dist`),
-//!   and the nemesis's partitions, slow links and loss applied per message; the message
-//!   statistics Maelstrom users tune against.
+//!   and the nemesis's partitions, slow links and loss applied per message by its `src`
+//!   (any known node or client, as Maelstrom's); the message statistics Maelstrom users
+//!   tune against.
+//!
+//! What matches Maelstrom, and where splitbrain is stricter on purpose: `docs/maelstrom.md`.
 //! - [`services`]: `lin-kv`, `seq-kv`, `lww-kv`, `lin-tso`.
 //! - [`workloads`]: Maelstrom's workloads with their message shapes and checkers
 //!   ([`kafka`]: the logs workload, its generator and consumer state);

@@ -65,10 +65,7 @@ pub struct MaelstromNet {
 
 struct Inner {
     node_ids: Vec<String>,
-    inboxes: Vec<Mutex<Option<mpsc::Sender<String>>>>,
-    /// Whether each node has answered its latest `init`: until then only `init` reaches it,
-    /// as a process that has not been told who it is cannot take part.
-    initialized: Vec<std::sync::atomic::AtomicBool>,
+    inboxes: Vec<Mutex<Inbox>>,
     faults: Mutex<NetFaults>,
     rng: Mutex<ChaCha8Rng>,
     opts: NetOptions,
@@ -82,6 +79,33 @@ struct Inner {
     abort: CancellationToken,
     rt: tokio::runtime::Handle,
     next_client: AtomicU64,
+}
+
+/// One node's stdin, as the network sees it.
+#[derive(Default)]
+struct Inbox {
+    /// The node process's stdin writer (`None`: dead).
+    tx: Option<mpsc::Sender<String>>,
+    /// `init` went to the current process: later messages follow it in its stdin.
+    init_sent: bool,
+    /// It answered `init`.
+    init_ok: bool,
+    /// Requests that arrived between the two, delivered at `init_ok`. A node handling
+    /// messages concurrently (Maelstrom's Ruby and Go libraries) could otherwise answer
+    /// one before it has read its own id from `init`, with `"src": null`. Replies (to
+    /// what the node asked a service or a peer during `init`) are not held.
+    held: Vec<String>,
+}
+
+/// How [`MaelstromNet::deliver`] treats a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// The node's `init`.
+    Init,
+    /// An answer (`in_reply_to`): delivered as soon as `init` was.
+    Reply,
+    /// Anything else: held until the node answered `init`.
+    Request,
 }
 
 /// Where a client's reply body goes.
@@ -112,10 +136,7 @@ impl MaelstromNet {
         }
         MaelstromNet {
             inner: Arc::new(Inner {
-                inboxes: (0..nodes).map(|_| Mutex::new(None)).collect(),
-                initialized: (0..nodes)
-                    .map(|_| std::sync::atomic::AtomicBool::new(false))
-                    .collect(),
+                inboxes: (0..nodes).map(|_| Mutex::new(Inbox::default())).collect(),
                 node_ids,
                 faults: Mutex::new(NetFaults::new()),
                 rng: Mutex::new(ChaCha8Rng::seed_from_u64(opts.seed ^ 0x4E45_5457)),
@@ -147,13 +168,23 @@ impl MaelstromNet {
 
     /// Connects (or, with `None`, disconnects: the node died) node `i`'s stdin.
     pub fn set_inbox(&self, i: usize, inbox: Option<mpsc::Sender<String>>) {
-        self.inner.initialized[i].store(false, Ordering::SeqCst);
-        *lock(&self.inner.inboxes[i]) = inbox;
+        *lock(&self.inner.inboxes[i]) = Inbox {
+            tx: inbox,
+            ..Inbox::default()
+        };
     }
 
-    /// Node `i` answered `init`: from now on every message reaches it.
+    /// Node `i` answered `init`: from now on every message reaches it, first those held.
     pub fn mark_initialized(&self, i: usize) {
-        self.inner.initialized[i].store(true, Ordering::SeqCst);
+        let mut inbox = lock(&self.inner.inboxes[i]);
+        inbox.init_sent = true;
+        inbox.init_ok = true;
+        let held = std::mem::take(&mut inbox.held);
+        if let Some(tx) = &inbox.tx {
+            for line in held {
+                let _ = tx.send(line);
+            }
+        }
     }
 
     /// Cancelled when a protocol violation ends the run.
@@ -176,6 +207,12 @@ impl MaelstromNet {
     }
 
     /// Handles one line node `i` wrote to stdout (`line_no` from 1).
+    ///
+    /// As in Maelstrom's `validate-msg`, `src` may name any node, client or service, not
+    /// only the writer: a node may forward a client's request keeping the client's `src`,
+    /// so that the receiver answers the client directly. Faults apply to the message's
+    /// `src`, as Maelstrom's `recv!` applies partitions: a message claiming a client's
+    /// `src` crosses partitions, since clients are never partitioned.
     pub fn on_node_line(&self, i: usize, line_no: u64, line: &str) {
         let name = &self.inner.node_ids[i];
         let fail = |what: String| {
@@ -188,8 +225,11 @@ impl MaelstromNet {
             Ok(m) => m,
             Err(e) => return fail(e),
         };
-        if msg.src != *name {
-            return fail(format!("src is {:?}, expected {name:?}", msg.src));
+        if !self.is_known(&msg.src) {
+            return fail(format!(
+                "src is {:?}, which is no node, client or service (this node is {name:?})",
+                msg.src
+            ));
         }
         self.count(|s| {
             s.messages += 1;
@@ -198,22 +238,55 @@ impl MaelstromNet {
                 n.sent += 1;
             }
         });
+        if let Err(what) = self.route(msg, Some(line), i) {
+            fail(what)
+        }
+    }
+
+    /// Whether `id` names a node, a client this network handed out, or a service.
+    fn is_known(&self, id: &str) -> bool {
+        self.node_index(id).is_some()
+            || SERVICE_NAMES.contains(&id)
+            || id
+                .strip_prefix('c')
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n >= 1 && n < self.inner.next_client.load(Ordering::Relaxed))
+    }
+
+    /// Routes one message that node `writer` wrote (`line`: its own text, passed on
+    /// unchanged to another node) or a service answered. Faults follow the message's
+    /// `src`: a node's links; a client or service crosses no partition.
+    fn route(&self, msg: Message, line: Option<&str>, writer: usize) -> Result<(), String> {
+        let from = self.node_index(&msg.src);
         if let Some(j) = self.node_index(&msg.dest) {
-            self.count(|s| s.server_messages += 1);
-            let flow = lock(&self.inner.faults).flow(i, j);
-            if flow.cut.is_some() {
+            self.count(|s| match from {
+                Some(_) => s.server_messages += 1,
+                None if is_client(&msg.src) => s.client_messages += 1,
+                None => s.service_messages += 1,
+            });
+            let flow = from.map(|k| lock(&self.inner.faults).flow(k, j));
+            if flow.as_ref().is_some_and(|f| f.cut.is_some()) {
                 self.count(|s| s.dropped_partition += 1);
-                return;
+                return Ok(());
             }
-            if let Some(delay) = self.transit(&flow) {
-                // Routed unchanged: the node's own line goes on, not a re-serialization.
-                let line = line.to_string();
-                self.after(delay, move |net| net.deliver(j, line, false));
+            let delay = match &flow {
+                Some(f) => self.transit(f),
+                None => Some(self.latency()),
+            };
+            if let Some(delay) = delay {
+                // A node's own line goes on unchanged, not a re-serialization.
+                let line = line.map_or_else(|| msg.to_line(), str::to_string);
+                let class = match msg.in_reply_to() {
+                    Some(_) => Delivery::Reply,
+                    None => Delivery::Request,
+                };
+                self.after(delay, move |net| net.deliver(j, line, class));
             }
+            Ok(())
         } else if is_client(&msg.dest) {
             self.count(|s| s.client_messages += 1);
             let Some(irt) = msg.in_reply_to() else {
-                return fail(format!(
+                return Err(format!(
                     "a message to client {} must answer one of its requests (in_reply_to)",
                     msg.dest
                 ));
@@ -221,47 +294,52 @@ impl MaelstromNet {
             let waiter = lock(&self.inner.pending).remove(&(msg.dest.clone(), irt));
             match waiter {
                 Some(tx) => {
-                    let link = lock(&self.inner.faults).client(i);
+                    let link = lock(&self.inner.faults).client(from.unwrap_or(writer));
                     if let Some(delay) = self.transit(&link) {
                         self.after(delay, move |_| {
                             let _ = tx.send(msg.body);
                         });
                     }
+                    Ok(())
                 }
                 None => {
                     let sent = lock(&self.inner.issued).get(&msg.dest).copied();
                     // Otherwise a late reply: the client already gave up on it.
-                    if sent.is_none_or(|max| irt > max) {
-                        fail(format!(
+                    match sent.is_none_or(|max| irt > max) {
+                        true => Err(format!(
                             "a reply to msg_id {irt}, which client {} never sent",
                             msg.dest
-                        ));
+                        )),
+                        false => Ok(()),
                     }
                 }
             }
         } else if SERVICE_NAMES.contains(&msg.dest.as_str()) {
             self.count(|s| s.service_messages += 1);
             let delay = self.latency();
+            let caller = from.unwrap_or(writer);
             self.after(delay, move |net| {
                 let reply = {
                     let mut rng = lock(&net.inner.rng);
-                    lock(&net.inner.services).handle(&msg.dest, i, &msg.body, &mut rng)
+                    lock(&net.inner.services).handle(&msg.dest, caller, &msg.body, &mut rng)
                 };
+                // Answered to the request's `src`, as Maelstrom's services do.
                 let back = Message::new(msg.dest.clone(), msg.src.clone(), reply);
                 net.count(|s| {
                     s.messages += 1;
-                    s.service_messages += 1;
                     *s.by_type.entry(back.kind().to_string()).or_default() += 1;
                 });
-                let delay = net.latency();
-                net.after(delay, move |net| net.deliver(i, back.to_line(), false));
+                if let Err(why) = net.route(back, None, writer) {
+                    net.set_fatal(format!("{} answering {}: {why}", msg.dest, msg.src));
+                }
             });
+            Ok(())
         } else {
-            fail(format!(
+            Err(format!(
                 "message to {:?}, which is no node, client or service ({})",
                 msg.dest,
                 SERVICE_NAMES.join(", ")
-            ));
+            ))
         }
     }
 
@@ -289,7 +367,12 @@ impl MaelstromNet {
             *s.by_type.entry(msg.kind().to_string()).or_default() += 1;
         });
         let delay = self.latency();
-        self.after(delay, move |net| net.deliver(node, msg.to_line(), is_init));
+        let class = if is_init {
+            Delivery::Init
+        } else {
+            Delivery::Request
+        };
+        self.after(delay, move |net| net.deliver(node, msg.to_line(), class));
         rx
     }
 
@@ -395,14 +478,22 @@ impl MaelstromNet {
         });
     }
 
-    /// Writes a message (one JSON line) to node `j`'s stdin, or drops it if the node is
-    /// dead or not yet initialized (`init` itself excepted).
-    fn deliver(&self, j: usize, line: String, is_init: bool) {
-        let ready = is_init || self.inner.initialized[j].load(Ordering::SeqCst);
-        let sent = ready
-            && lock(&self.inner.inboxes[j])
-                .as_ref()
-                .is_some_and(|tx| tx.send(line).is_ok());
+    /// Writes a message (one JSON line) to node `j`'s stdin; drops it if the node is dead
+    /// or has not been sent its `init`; holds a request until the node answered `init`.
+    fn deliver(&self, j: usize, line: String, class: Delivery) {
+        let sent = {
+            let mut inbox = lock(&self.inner.inboxes[j]);
+            match class {
+                Delivery::Init => inbox.init_sent = true,
+                _ if !inbox.init_sent => {}
+                Delivery::Request if !inbox.init_ok => {
+                    inbox.held.push(line);
+                    return;
+                }
+                _ => {}
+            }
+            inbox.init_sent && inbox.tx.as_ref().is_some_and(|tx| tx.send(line).is_ok())
+        };
         let name = &self.inner.node_ids[j];
         self.count(|s| {
             if sent {
@@ -521,7 +612,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unreadable_lines_and_forged_senders_are_fatal_with_the_line() {
+    async fn unreadable_lines_and_unknown_senders_are_fatal_with_the_line() {
         let (net, _rx) = net(2);
         net.on_node_line(1, 7, "not json");
         let why = net.fatal().unwrap();
@@ -530,11 +621,70 @@ mod tests {
             "{why}"
         );
         let (net, _rx) = super::tests::net(2);
-        net.on_node_line(1, 1, r#"{"src":"n1","dest":"n2","body":{"type":"x"}}"#);
+        net.on_node_line(1, 1, r#"{"src":"x9","dest":"n1","body":{"type":"x"}}"#);
         assert!(net
             .fatal()
             .unwrap()
-            .contains("src is \"n1\", expected \"n2\""));
+            .contains("src is \"x9\", which is no node"));
+    }
+
+    #[tokio::test]
+    async fn any_known_src_is_routed_and_faults_follow_the_src() {
+        // n2 forwards client c1's request to n1 keeping c1 as src (Maelstrom's raft.py):
+        // accepted, and it crosses a cut between n2 and n1, as clients are never cut off.
+        let (net, rx) = net(2);
+        let c = net.new_client_id();
+        let reply = net.request(&c, 1, body(json!({"type":"read","msg_id":1})));
+        assert!(rx[1].try_recv().is_ok());
+        let mut f = NetFaults::new();
+        f.cut(1, 0, CutMode::Blackhole);
+        net.apply(&f).unwrap();
+        let fwd = format!(r#"{{"src":"{c}","dest":"n1","body":{{"type":"read","msg_id":1}}}}"#);
+        net.on_node_line(1, 1, &fwd);
+        assert!(rx[0].try_recv().unwrap().contains(&c));
+        // n1 answers the client directly.
+        let ans =
+            format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"read_ok","in_reply_to":1}}}}"#);
+        net.on_node_line(0, 1, &ans);
+        assert_eq!(reply.await.unwrap()["type"], "read_ok");
+        // A message n2 writes claiming to be n1 is cut as n1's would be (n1 -> n2 is open,
+        // n2 -> n1 is cut): routed by its src.
+        net.on_node_line(1, 2, r#"{"src":"n1","dest":"n2","body":{"type":"g"}}"#);
+        assert!(rx[1].try_recv().is_ok());
+        net.on_node_line(1, 3, r#"{"src":"n2","dest":"n1","body":{"type":"g"}}"#);
+        assert!(rx[0].try_recv().is_err());
+        assert!(net.fatal().is_none());
+    }
+
+    #[tokio::test]
+    async fn requests_wait_for_init_ok_and_replies_do_not() {
+        let net = MaelstromNet::new(
+            1,
+            NetOptions {
+                latency_ms: 0.0,
+                latency_dist: LatencyDist::Constant,
+                seed: 1,
+            },
+        );
+        let (tx, rx) = mpsc::channel();
+        net.set_inbox(0, Some(tx));
+        // Before init: dropped.
+        net.on_node_line(0, 1, r#"{"src":"n1","dest":"n1","body":{"type":"early"}}"#);
+        assert!(rx.try_recv().is_err());
+        let c = net.new_client_id();
+        drop(net.request(&c, 0, body(json!({"type":"init","msg_id":1}))));
+        assert!(rx.try_recv().unwrap().contains("init"));
+        // While the node handles init: a service answers at once, a request waits.
+        net.on_node_line(
+            0,
+            2,
+            r#"{"src":"n1","dest":"lin-tso","body":{"type":"ts","msg_id":7}}"#,
+        );
+        assert!(rx.try_recv().unwrap().contains("ts_ok"));
+        net.on_node_line(0, 3, r#"{"src":"n1","dest":"n1","body":{"type":"gossip"}}"#);
+        assert!(rx.try_recv().is_err());
+        net.mark_initialized(0);
+        assert!(rx.try_recv().unwrap().contains("gossip"));
     }
 
     #[tokio::test]

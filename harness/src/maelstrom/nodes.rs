@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-/// How long a node has to answer `init` (and `topology`).
+/// How long a node has to answer `init` (and `topology`): Maelstrom's 10 s.
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where node `i` lives.
@@ -26,6 +26,12 @@ pub struct NodeFiles {
     pub data_dir: PathBuf,
     /// Its stderr.
     pub log_file: PathBuf,
+}
+
+/// A harness request on its way to a node.
+struct SentRequest {
+    kind: String,
+    reply: tokio::sync::oneshot::Receiver<Map<String, Value>>,
 }
 
 struct NodeProc {
@@ -78,8 +84,14 @@ impl MaelstromNodes {
         for i in 0..nodes.files.len() {
             nodes.spawn(i)?;
         }
-        for i in 0..nodes.files.len() {
-            nodes.init(i).await?;
+        // Every node gets its `init` at once, as Maelstrom sets its nodes up in parallel:
+        // a node whose `init` handler talks to its peers finds them initialising too.
+        let pending: Vec<_> = (0..nodes.files.len())
+            .map(|i| nodes.send(i, nodes.init_body(i)))
+            .collect();
+        for (i, sent) in pending.into_iter().enumerate() {
+            nodes.await_reply(i, sent?, "init_ok").await?;
+            nodes.net.mark_initialized(i);
         }
         Ok(nodes)
     }
@@ -148,14 +160,17 @@ impl MaelstromNodes {
         Ok(())
     }
 
-    /// Sends `init` to node `i` and waits for `init_ok`.
-    async fn init(&self, i: usize) -> Result<(), String> {
-        let body = json!({
+    fn init_body(&self, i: usize) -> Value {
+        json!({
             "type": "init",
             "node_id": self.name(i),
             "node_ids": self.net.node_ids(),
-        });
-        self.ask(i, body, "init_ok").await?;
+        })
+    }
+
+    /// Sends `init` to node `i` and waits for `init_ok`.
+    async fn init(&self, i: usize) -> Result<(), String> {
+        self.ask(i, self.init_body(i), "init_ok").await?;
         self.net.mark_initialized(i);
         Ok(())
     }
@@ -163,7 +178,12 @@ impl MaelstromNodes {
     /// Sends one harness request to node `i` and waits up to [`INIT_TIMEOUT`] for a reply
     /// of type `want`.
     pub async fn ask(&self, i: usize, body: Value, want: &str) -> Result<(), String> {
-        let name = self.name(i).to_string();
+        let sent = self.send(i, body)?;
+        self.await_reply(i, sent, want).await
+    }
+
+    /// Sends one harness request (from a fresh client, `msg_id` 1) to node `i`.
+    fn send(&self, i: usize, body: Value) -> Result<SentRequest, String> {
         let Value::Object(mut body) = body else {
             return Err("a request body must be an object".into());
         };
@@ -175,6 +195,13 @@ impl MaelstromNodes {
         body.insert("msg_id".into(), 1.into());
         let client = self.net.new_client_id();
         let reply = self.net.request(&client, i, body);
+        Ok(SentRequest { kind, reply })
+    }
+
+    /// Waits up to [`INIT_TIMEOUT`] for the reply to `sent`, which must be of type `want`.
+    async fn await_reply(&self, i: usize, sent: SentRequest, want: &str) -> Result<(), String> {
+        let name = self.name(i).to_string();
+        let SentRequest { kind, reply } = sent;
         let aborted = self.net.aborted();
         let tail = || log_tail(&self.files[i].log_file, 10);
         tokio::select! {

@@ -1,15 +1,22 @@
 //! The services Maelstrom offers nodes, with Maelstrom's semantics (`doc/services.md`):
-//! `lin-kv` (linearizable), `seq-kv` (sequentially consistent: a node may read an older
-//! state, never older than what it has seen), `lww-kv` (last write wins across replicas
-//! that sync lazily: reads may be stale and concurrent writes lost), each with `read`,
-//! `write` and `cas` (`create_if_not_exists` optional); and `lin-tso`, a linearizable
-//! timestamp oracle (`ts` → `ts_ok`). Pure state machines; the network calls them.
+//! `lin-kv` (linearizable), `seq-kv` (sequentially consistent: a node may read one of the
+//! last 32 states, never older than what it has seen, as Maelstrom's `sequential` buffer),
+//! `lww-kv` (last write wins across 5 replicas, one random pair merged per request, as
+//! Maelstrom's `eventual`: reads may be stale and concurrent writes lost), each with
+//! `read`, `write` and `cas` (`create_if_not_exists` optional); and `lin-tso`, a
+//! linearizable timestamp oracle (`ts` → `ts_ok`, from 0). Pure state machines; the
+//! network calls them, at any time, also before and while a node handles its `init`.
 
 use super::protocol::error_body;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+
+/// How many states back a `seq-kv` read may go (Maelstrom's `sequential` buffer).
+const SEQ_STATES: u64 = 32;
+/// Replicas of `lww-kv` (Maelstrom's `eventual`).
+const LWW_REPLICAS: usize = 5;
 
 /// The names a node may send service requests to.
 pub const SERVICE_NAMES: &[&str] = &["lin-kv", "seq-kv", "lww-kv", "lin-tso"];
@@ -28,7 +35,7 @@ impl Services {
         Services {
             lin: HashMap::new(),
             seq: SeqKv::new(nodes),
-            lww: LwwKv::new(3),
+            lww: LwwKv::new(LWW_REPLICAS),
             tso: 0,
         }
     }
@@ -49,7 +56,7 @@ impl Services {
         let mut reply = match (name, kind) {
             ("lin-tso", "ts") => {
                 self.tso += 1;
-                ok("ts_ok", [("ts", Value::from(self.tso))])
+                ok("ts_ok", [("ts", Value::from(self.tso - 1))])
             }
             ("lin-tso", _) => error_body(id, 10, "lin-tso supports only ts"),
             (_, "read" | "write" | "cas") if key.is_none() => {
@@ -64,19 +71,24 @@ impl Services {
             ),
             ("seq-kv", _) => {
                 let key = key.unwrap_or_default();
-                match kind {
-                    "read" => {
-                        let v = self.seq.read(caller, &key, rng);
-                        read_reply(v, id)
+                // As Maelstrom's `sequential`: an op that would not change the state (a
+                // read, a failed or no-op cas, a write of the value already there) runs
+                // on some state the caller may still see; one that would, on the newest.
+                let old = self.seq.read(caller, &key, rng);
+                match unchanged_reply(kind, old, body, id) {
+                    Some(reply) => reply,
+                    None => {
+                        let reply = kv_op(&mut self.seq.latest(caller), kind, key, body, id);
+                        self.seq.catch_up(caller);
+                        reply
                     }
-                    _ => kv_op(&mut self.seq.latest(caller), kind, key, body, id),
                 }
             }
             ("lww-kv", _) => {
-                let replica = rng.gen_range(0..self.lww.replicas.len());
-                if rng.gen_bool(0.5) {
-                    self.lww.sync(replica);
-                }
+                let n = self.lww.replicas.len();
+                let (from, into) = (rng.gen_range(0..n), rng.gen_range(0..n));
+                self.lww.merge(from, into);
+                let replica = rng.gen_range(0..n);
                 let key = key.unwrap_or_default();
                 let mut view = self.lww.view(replica);
                 kv_op(&mut view, kind, key, body, id)
@@ -104,6 +116,43 @@ fn read_reply(v: Option<Value>, id: Option<u64>) -> Map<String, Value> {
         Some(v) => ok("read_ok", [("value", v)]),
         None => error_body(id, 20, "key does not exist"),
     }
+}
+
+/// The reply of a kv operation on a state where the key holds `old`, if the operation
+/// leaves that state as it is; `None` if it would change it.
+fn unchanged_reply(
+    kind: &str,
+    old: Option<Value>,
+    body: &Map<String, Value>,
+    id: Option<u64>,
+) -> Option<Map<String, Value>> {
+    let field = |f: &str| body.get(f).cloned().unwrap_or(Value::Null);
+    let create = body.get("create_if_not_exists").and_then(Value::as_bool) == Some(true);
+    match (kind, old) {
+        ("read", v) => Some(read_reply(v, id)),
+        ("write", Some(v)) if v == field("value") => Some(ok("write_ok", [])),
+        ("write", _) => None,
+        ("cas", None) if create => None,
+        ("cas", Some(cur)) if cur == field("from") => {
+            (field("from") == field("to")).then(|| ok("cas_ok", []))
+        }
+        ("cas", old) => kv_op(&mut Fixed(old), kind, String::new(), body, id).into(),
+        (other, _) => Some(error_body(
+            id,
+            10,
+            &format!("kv services do not support {other:?}"),
+        )),
+    }
+}
+
+/// One key's value, read-only: a cas that fails on it changes nothing.
+struct Fixed(Option<Value>);
+
+impl KvView for Fixed {
+    fn get(&self, _key: &str) -> Option<Value> {
+        self.0.clone()
+    }
+    fn put(&mut self, _key: String, _value: Value) {}
 }
 
 /// A map a kv operation runs against.
@@ -185,7 +234,8 @@ impl SeqKv {
     }
 
     fn read(&mut self, caller: usize, key: &str, rng: &mut ChaCha8Rng) -> Option<Value> {
-        let from = self.seen.get(caller).copied().unwrap_or(self.latest);
+        let seen = self.seen.get(caller).copied().unwrap_or(self.latest);
+        let from = seen.max(self.latest.saturating_sub(SEQ_STATES - 1));
         let at = rng.gen_range(from..=self.latest);
         if let Some(s) = self.seen.get_mut(caller) {
             *s = at;
@@ -193,6 +243,13 @@ impl SeqKv {
         let vs = self.versions.get(key)?;
         let n = vs.partition_point(|(state, _)| *state <= at);
         n.checked_sub(1).map(|i| vs[i].1.clone())
+    }
+
+    /// The caller has run an op on the newest state: it sees it from now on.
+    fn catch_up(&mut self, caller: usize) {
+        if let Some(s) = self.seen.get_mut(caller) {
+            *s = self.latest;
+        }
     }
 
     fn latest(&mut self, caller: usize) -> SeqLatest<'_> {
@@ -224,8 +281,8 @@ impl KvView for SeqLatest<'_> {
     }
 }
 
-/// Last write wins: replicas hold (timestamp, value) per key and merge by timestamp when
-/// they sync, which each request triggers with probability one half.
+/// Last write wins: replicas hold (timestamp, value) per key; each request first merges
+/// one random replica into another by timestamp, then runs on a third random one.
 struct LwwKv {
     replicas: Vec<HashMap<String, (u64, Value)>>,
     clock: u64,
@@ -239,20 +296,17 @@ impl LwwKv {
         }
     }
 
-    fn sync(&mut self, into: usize) {
-        let mut merged = std::mem::take(&mut self.replicas[into]);
-        for (i, r) in self.replicas.iter().enumerate() {
-            if i == into {
-                continue;
-            }
-            for (k, (ts, v)) in r {
-                let newer = merged.get(k).is_none_or(|(mine, _)| ts > mine);
-                if newer {
-                    merged.insert(k.clone(), (*ts, v.clone()));
-                }
+    fn merge(&mut self, from: usize, into: usize) {
+        if from == into {
+            return;
+        }
+        let source = self.replicas[from].clone();
+        let merged = &mut self.replicas[into];
+        for (k, (ts, v)) in source {
+            if merged.get(&k).is_none_or(|(mine, _)| ts > *mine) {
+                merged.insert(k, (ts, v));
             }
         }
-        self.replicas[into] = merged;
     }
 
     fn view(&mut self, replica: usize) -> LwwView<'_> {
@@ -354,6 +408,8 @@ mod tests {
             );
             let v = r.get("value").and_then(Value::as_i64).unwrap_or(-1);
             assert!(v >= last, "went back from {last} to {v}");
+            // At most 32 states old: state 50 is value 49, state 19 value 18.
+            assert!(v >= 18, "{v} is older than Maelstrom's 32 states");
             stale |= v < 49;
             last = v;
         }
@@ -369,6 +425,66 @@ mod tests {
     }
 
     #[test]
+    fn seq_kv_runs_ops_that_change_nothing_on_a_stale_state_as_maelstrom_does() {
+        let mut s = Services::new(2);
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let send = |s: &mut Services, rng: &mut ChaCha8Rng, caller, v: Value| {
+            s.handle("seq-kv", caller, &req(v), rng)
+        };
+        for v in 0..40 {
+            send(
+                &mut s,
+                &mut rng,
+                0,
+                json!({"type":"write","key":"k","value":v}),
+            );
+        }
+        // Node 1 never looked: a no-op cas of a value it reads succeeds, stale or not.
+        let (mut stale_ok, mut tries) = (false, 0);
+        while !stale_ok && tries < 200 {
+            tries += 1;
+            let r = send(&mut s, &mut rng, 1, json!({"type":"read","key":"k"}));
+            let v = r["value"].clone();
+            let c = send(
+                &mut s,
+                &mut rng,
+                1,
+                json!({"type":"cas","key":"k","from":v,"to":v}),
+            );
+            assert_eq!(c["type"], "cas_ok", "{c:?}");
+            stale_ok = v != json!(39);
+            // Reading always catches up eventually; start over from a fresh node view.
+            s.seq.seen[1] = 0;
+        }
+        assert!(stale_ok, "no stale no-op cas in {tries} tries");
+        // A cas that changes the value runs on the newest state: from a stale value it fails.
+        let c = send(
+            &mut s,
+            &mut rng,
+            1,
+            json!({"type":"cas","key":"k","from":5,"to":99}),
+        );
+        assert_eq!(c["code"], 22, "{c:?}");
+        // A write changes the state, so it runs on the newest, and its writer sees it:
+        // a cas from there succeeds, and the caller then reads its own cas.
+        send(
+            &mut s,
+            &mut rng,
+            1,
+            json!({"type":"write","key":"k","value":50}),
+        );
+        let c = send(
+            &mut s,
+            &mut rng,
+            1,
+            json!({"type":"cas","key":"k","from":50,"to":99}),
+        );
+        assert_eq!(c["type"], "cas_ok");
+        let r = send(&mut s, &mut rng, 1, json!({"type":"read","key":"k"}));
+        assert_eq!(r["value"], 99);
+    }
+
+    #[test]
     fn lin_tso_is_strictly_increasing() {
         let mut s = Services::new(1);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -379,7 +495,8 @@ mod tests {
                     .unwrap()
             })
             .collect();
-        assert!(ts.windows(2).all(|w| w[0] < w[1]));
+        // Maelstrom's `persistent-tso` starts at 0.
+        assert_eq!(ts, [0, 1, 2, 3, 4]);
     }
 
     #[test]
@@ -394,12 +511,16 @@ mod tests {
                 &mut rng,
             );
         }
-        for r in 0..3 {
-            s.lww.sync(r);
+        for into in 0..LWW_REPLICAS {
+            for from in 0..LWW_REPLICAS {
+                s.lww.merge(from, into);
+            }
         }
-        for r in 0..3 {
-            s.lww.sync(r);
-            assert_eq!(s.lww.view(r).get("\"k\""), Some(json!(19)));
+        for into in 0..LWW_REPLICAS {
+            for from in 0..LWW_REPLICAS {
+                s.lww.merge(from, into);
+            }
+            assert_eq!(s.lww.view(into).get("\"k\""), Some(json!(19)));
         }
     }
 }

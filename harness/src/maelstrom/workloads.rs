@@ -107,7 +107,8 @@ impl MaelstromWorkload {
     /// consumer would send it (the client sends its own consumer's).
     pub fn request(self, inv: &Invocation) -> Map<String, Value> {
         use MaelstromWorkload::*;
-        let key = inv.key.clone().unwrap_or(Value::Null);
+        // Maelstrom's lin-kv keys are integers: `k7` goes out as 7.
+        let key = inv.key.as_ref().map_or(Value::Null, integer_key);
         let body = match (self, inv.f.as_str()) {
             (Echo, _) => json!({"type": "echo", "echo": inv.value}),
             (UniqueIds, _) => json!({"type": "generate"}),
@@ -166,13 +167,37 @@ impl MaelstromWorkload {
         match (self, inv.f.as_str()) {
             (Echo, _) => field("echo"),
             (UniqueIds, _) => field("id"),
-            (Broadcast, "read") => field("messages"),
-            (GSet | GCounter | PnCounter | LinKv, "read") => field("value"),
+            (Broadcast, "read") => sorted_set(field("messages")),
+            (GSet, "read") => sorted_set(field("value")),
+            (GCounter | PnCounter | LinKv, "read") => field("value"),
             (TxnListAppend | TxnRwRegister, _) => field("txn"),
             (Kafka, _) => Reply::Ok(Value::Object(body.clone())),
             _ => Reply::Ok(inv.value.clone()),
         }
     }
+}
+
+/// A set read (broadcast's `messages`, g-set's `value`) in one order, so two replicas
+/// holding the same set read the same (final-read rounds compare values as they are).
+fn sorted_set(reply: Reply) -> Reply {
+    match reply {
+        Reply::Ok(Value::Array(mut items)) => {
+            items.sort_by(|a, b| match (a.as_f64(), b.as_f64()) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                _ => a.to_string().cmp(&b.to_string()),
+            });
+            Reply::Ok(Value::Array(items))
+        }
+        other => other,
+    }
+}
+
+/// A generator's key `k<N>` as Maelstrom's integer key `N`; any other key as it is.
+fn integer_key(key: &Value) -> Value {
+    key.as_str()
+        .and_then(|k| k.strip_prefix('k'))
+        .and_then(|n| n.parse::<u64>().ok())
+        .map_or_else(|| key.clone(), Value::from)
 }
 
 impl Workload for MaelstromWorkload {
@@ -228,10 +253,44 @@ impl Workload for MaelstromWorkload {
                 c
             }
             LinKv => register::RegisterWorkload.checkers(check)?,
-            TxnListAppend => txn::ListAppendWorkload.checkers(check)?,
-            TxnRwRegister => txn::RwRegisterWorkload.checkers(check)?,
+            TxnListAppend => in_maelstrom_terms(txn::ListAppendWorkload.checkers(check)?),
+            TxnRwRegister => in_maelstrom_terms(txn::RwRegisterWorkload.checkers(check)?),
             Kafka => vec![Box::new(KafkaChecker)],
         })
+    }
+}
+
+/// What a garbage read means to someone coming from Maelstrom, whose checker passes it.
+pub const GARBAGE_READ_NOTE: &str = "Maelstrom users: your node returned a value no \
+transaction wrote, such as 0 for a key nobody wrote (a Go map's zero value). Every key \
+starts as null: a read of a key nobody wrote must return null. Maelstrom's checker does \
+not flag this; splitbrain does, on purpose (docs/maelstrom.md)";
+
+/// Wraps the transactional checkers so that a garbage read is also explained in a
+/// Maelstrom user's terms.
+fn in_maelstrom_terms(checkers: Vec<Box<dyn Checker>>) -> Vec<Box<dyn Checker>> {
+    checkers
+        .into_iter()
+        .map(|c| Box::new(MaelstromTerms(c)) as Box<dyn Checker>)
+        .collect()
+}
+
+struct MaelstromTerms(Box<dyn Checker>);
+
+impl Checker for MaelstromTerms {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+
+    fn check(&self, history: &splitbrain_checkers::History) -> splitbrain_checkers::CheckResult {
+        let mut r = self.0.check(history);
+        if r.anomaly_types.iter().any(|a| a == "garbage-read") {
+            r.explanation = format!("{}. {GARBAGE_READ_NOTE}", r.explanation);
+            if let Some(d) = r.details.as_object_mut() {
+                d.insert("maelstrom_note".into(), GARBAGE_READ_NOTE.into());
+            }
+        }
+        r
     }
 }
 
@@ -306,6 +365,9 @@ pub(crate) mod tests {
             Value::Object(cas),
             json!({"type":"cas","key":3,"from":1,"to":2})
         );
+        // Maelstrom's lin-kv keys are integers.
+        let read = w.request(&inv("read", Some(json!("k12")), Value::Null));
+        assert_eq!(Value::Object(read), json!({"type":"read","key":12}));
         let b = MaelstromWorkload::Broadcast.request(&inv("add", None, json!(7)));
         assert_eq!(Value::Object(b), json!({"type":"broadcast","message":7}));
         let c = MaelstromWorkload::PnCounter.request(&inv("add", None, json!(-2)));
@@ -340,10 +402,52 @@ pub(crate) mod tests {
             w.reply(&cas, &body(json!({"type":"read_ok"}))),
             Reply::Malformed(_)
         ));
+        // Sets come back in one order, whichever the node used.
+        let r = MaelstromWorkload::Broadcast.reply(
+            &inv("read", None, Value::Null),
+            &body(json!({"type":"read_ok","messages":[3, 10, 1]})),
+        );
+        assert_eq!(r, Reply::Ok(json!([1, 3, 10])));
         let r = MaelstromWorkload::Broadcast.reply(
             &inv("read", None, Value::Null),
             &body(json!({"type":"read_ok"})),
         );
         assert!(matches!(r, Reply::Malformed(m) if m.contains("\"messages\"")));
+    }
+
+    #[test]
+    fn a_garbage_read_is_explained_in_a_maelstrom_users_terms() {
+        // Two transactions read key 1 as 0, which nobody wrote (the initial value is null).
+        let text = r#"{"index":0,"time":1,"process":0,"type":"invoke","f":"txn","value":[["r",1,null]]}
+{"index":1,"time":2,"process":0,"type":"ok","f":"txn","value":[["r",1,0]]}
+{"index":2,"time":3,"process":1,"type":"invoke","f":"txn","value":[["w",2,5]]}
+{"index":3,"time":4,"process":1,"type":"ok","f":"txn","value":[["w",2,5]]}
+"#;
+        let h = splitbrain_checkers::history::read::read_str(
+            text,
+            std::path::Path::new("t.jsonl"),
+            None,
+        )
+        .unwrap();
+        let check = CheckOptions::default();
+        let checkers = MaelstromWorkload::TxnRwRegister.checkers(&check).unwrap();
+        let r = checkers[0].check(&h);
+        assert!(r.anomaly_types.iter().any(|a| a == "garbage-read"), "{r:?}");
+        assert!(
+            r.explanation
+                .contains("Maelstrom users: your node returned"),
+            "{}",
+            r.explanation
+        );
+        assert_eq!(r.details["maelstrom_note"], GARBAGE_READ_NOTE);
+        // A clean history says nothing of it.
+        let clean = &text[text.find("{\"index\":2").unwrap()..];
+        let h =
+            splitbrain_checkers::history::read::read_str(clean, std::path::Path::new("t"), None)
+                .unwrap();
+        assert!(!checkers[0]
+            .check(&h)
+            .explanation
+            .contains("Maelstrom users"));
     }
 }

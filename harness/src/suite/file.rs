@@ -18,6 +18,11 @@
 //! target = "exec"
 //! target_spec = "examples/http-contract/python/register.toml"   # any server, its spec
 //! expect = "valid"
+//! [[cell]]                # a program not in this repository, found through a variable:
+//! target = "maelstrom"    # the cell is skipped, saying why, when it is unset or the
+//! extra = ["--bin", "${MAELSTROM_DEMOS}/ruby/echo.rb"]       # file is absent
+//! requires = ["${MAELSTROM_DEMOS}/ruby/echo.rb"]
+//! expect = "valid"
 //! ```
 
 use super::expect::{Expectation, ExpectedVerdict, MinDetect};
@@ -53,6 +58,9 @@ pub struct Cell {
     pub seeds: Vec<u64>,
     /// What every run (or `min_detect` of them) must give.
     pub expect: Expectation,
+    /// Why the cell cannot run here (a `${VAR}` it names is unset, a file it `requires`
+    /// is absent): it is skipped, saying so, rather than failed.
+    pub skip: Option<String>,
 }
 
 /// The options of one test, as `splitbrain test` takes them.
@@ -176,6 +184,7 @@ struct CellDef {
     time_limit: Option<f64>,
     bugs: Option<Vec<String>>,
     extra: Option<Vec<String>>,
+    requires: Option<Vec<String>>,
     seeds: Option<Vec<u64>>,
     expect: Option<ExpectedVerdict>,
     anomalies: Option<Vec<String>>,
@@ -203,6 +212,7 @@ impl CellDef {
             time_limit: self.time_limit.or(u.time_limit),
             bugs: self.bugs.or(u.bugs),
             extra: self.extra.or(u.extra),
+            requires: self.requires.or(u.requires),
             seeds: self.seeds.or(u.seeds),
             expect: self.expect.or(u.expect),
             anomalies: self.anomalies.or(u.anomalies),
@@ -362,6 +372,24 @@ fn build_cell(
         None if bugs.is_empty() => format!("{target}/correct"),
         None => format!("{target}/{}", bugs.join("+")),
     };
+    let mut unset = BTreeSet::new();
+    let mut expand = |args: Option<Vec<String>>| -> Vec<String> {
+        args.unwrap_or_default()
+            .iter()
+            .map(|a| expand_vars(a, &mut unset))
+            .collect()
+    };
+    let extra = expand(def.extra);
+    let requires = expand(def.requires);
+    let skip = if !unset.is_empty() {
+        let names: Vec<String> = unset.into_iter().collect();
+        Some(format!("{} not set", names.join(", ")))
+    } else {
+        requires
+            .iter()
+            .find(|p| !std::path::Path::new(p).exists())
+            .map(|p| format!("{p} is absent"))
+    };
     Ok(Cell {
         name: format!("{base}{suffix}"),
         line,
@@ -378,7 +406,7 @@ fn build_cell(
             nemesis_interval: def.nemesis_interval,
             time_limit: def.time_limit,
             bugs,
-            extra: def.extra.unwrap_or_default(),
+            extra,
         },
         seeds,
         expect: Expectation {
@@ -387,7 +415,31 @@ fn build_cell(
             checkers,
             min_detect: def.min_detect,
         },
+        skip,
     })
+}
+
+/// `text` with every `${NAME}` replaced by that environment variable; the names of unset
+/// (or empty) ones go into `unset` and expand to nothing.
+fn expand_vars(text: &str, unset: &mut BTreeSet<String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let name = &rest[start + 2..start + 2 + len];
+        match std::env::var(name) {
+            Ok(v) if !v.is_empty() => out.push_str(&v),
+            _ => {
+                unset.insert(name.to_string());
+            }
+        }
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]

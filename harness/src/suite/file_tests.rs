@@ -225,3 +225,38 @@ fn the_built_in_suites_parse() {
         }
     }
 }
+
+#[test]
+fn a_cell_naming_an_absent_program_is_skipped_saying_why() {
+    let text = r#"
+[[cell]]
+name = "unset"
+target = "maelstrom"
+extra = ["--bin", "${SPLITBRAIN_TEST_SURELY_UNSET_VAR}/echo.rb"]
+expect = "valid"
+[[cell]]
+name = "absent"
+target = "maelstrom"
+extra = ["--bin", "${HOME}/surely/absent/echo.rb"]
+requires = ["${HOME}/surely/absent/echo.rb"]
+expect = "valid"
+[[cell]]
+name = "here"
+target = "maelstrom"
+extra = ["--bin", "${HOME}"]
+requires = ["${HOME}"]
+expect = "valid"
+"#;
+    let s = parse_suite(text, "t.toml", "t").unwrap();
+    assert_eq!(
+        s.cells[0].skip.as_deref(),
+        Some("SPLITBRAIN_TEST_SURELY_UNSET_VAR not set")
+    );
+    let home = std::env::var("HOME").unwrap();
+    assert_eq!(
+        s.cells[1].skip,
+        Some(format!("{home}/surely/absent/echo.rb is absent"))
+    );
+    assert_eq!(s.cells[2].skip, None);
+    assert_eq!(s.cells[2].options.extra, ["--bin", home.as_str()]);
+}
