@@ -43,7 +43,9 @@ impl Table {
     }
 }
 
-/// One statement a step runs, with its arguments. A database turns each into its own SQL.
+/// One statement a step runs, with its arguments (`k` the key, `v` the value, `table`
+/// the workload's table). A database turns each into its own SQL.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stmt {
     /// The value of key `k` (no row: nothing).
@@ -90,7 +92,8 @@ pub struct Answer {
     pub rows: Vec<Vec<Cell>>,
 }
 
-/// One step of a transaction.
+/// One step of a transaction (`key` as the history names it, `k` its number).
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// Read key `k` (recorded under its JSON `key`).
