@@ -37,7 +37,7 @@ fn galera_missing() -> Option<String> {
                 .then(|| "/usr/lib/galera/libgalera_smm.so (Debian package galera-4)".into())
         })
         .or_else(|| skip::program_missing("rsync", "--version", "rsync"))
-        .or_else(|| splitbrain_nemesis::netns::unavailable_reason())
+        .or_else(splitbrain_nemesis::netns::unavailable_reason)
 }
 
 /// Runs one test against fresh MariaDB nodes; checks that nothing of them is left.

@@ -177,7 +177,7 @@ mod tests {
                     answer.rows = self
                         .lists
                         .get(&k)
-                        .map(|l| vec![vec![Cell::List(l.clone())]])
+                        .map(|l| vec![Cell::List(l.clone())])
                         .into_iter()
                         .collect();
                 }
@@ -185,7 +185,7 @@ mod tests {
                     answer.rows = self
                         .ints
                         .get(&k)
-                        .map(|v| vec![vec![Cell::Int(*v)]])
+                        .map(|v| vec![Cell::Int(*v)])
                         .into_iter()
                         .collect();
                 }
