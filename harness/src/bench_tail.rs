@@ -150,6 +150,7 @@ fn spec(
         read_from: None,
         replication: None,
         transport: None,
+        settings: Vec::new(),
         consistency_model: None,
         init: None,
         hedge_delay_ms: opts.hedge_floor_ms,

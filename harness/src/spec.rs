@@ -68,6 +68,10 @@ pub struct TestSpec {
     /// (the target's default, TCP) and in specs written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
+    /// `--setting NAME=VALUE`s: server settings of a database target (MariaDB). Absent
+    /// when none were given and in older test.json files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<String>,
     /// The consistency model transactional checks required (`--consistency-model`);
     /// `splitbrain check` on the run directory uses it unless told otherwise.
     #[serde(default)]

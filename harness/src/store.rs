@@ -263,6 +263,7 @@ fn options_from_spec(spec: &serde_json::Value) -> RunOptions {
         workload: text("workload").unwrap_or_else(|| "-".into()),
         read_mode: text("read_mode"),
         bugs: list("bugs"),
+        settings: list("settings"),
         faults,
         nodes: spec
             .get("nodes")

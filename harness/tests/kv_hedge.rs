@@ -42,6 +42,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         read_from: None,
         replication: None,
         transport: None,
+        settings: Vec::new(),
         consistency_model: None,
         init: None,
         hedge_delay_ms: 2,

@@ -27,6 +27,8 @@ pub struct RunOptions {
     pub faults: Vec<String>,
     /// Nodes.
     pub nodes: Option<usize>,
+    /// Server settings (`--setting NAME=VALUE`), for database targets.
+    pub settings: Vec<String>,
     /// Seed.
     pub seed: Option<u64>,
 }
@@ -82,11 +84,13 @@ pub struct Comparison {
 }
 
 /// Column names that are fixed; one column per checker follows `verdict`.
-const LEADING: [&str; 8] = [
+const LEADING: [&str; 10] = [
     "run",
     "target",
+    "nodes",
     "workload",
     "read mode",
+    "settings",
     "bugs",
     "faults",
     "seed",
@@ -176,8 +180,10 @@ fn row(run: &ComparedRun, checkers: &[String]) -> Vec<String> {
     let mut cells = vec![
         run.label.clone(),
         o.target.clone(),
+        o.nodes.map_or_else(|| "-".into(), |n| n.to_string()),
         o.workload.clone(),
         o.read_mode.clone().unwrap_or_else(|| "-".into()),
+        list(&o.settings),
         list(&o.bugs),
         list(&o.faults),
         o.seed.map_or_else(|| "-".into(), |s| s.to_string()),

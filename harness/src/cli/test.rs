@@ -100,6 +100,10 @@ pub(crate) struct TestArgs {
     /// shared memory, so they are refused with `shm`.
     #[arg(long)]
     transport: Option<String>,
+    /// A server setting of a database target, NAME=VALUE (repeatable; mariadb: a server
+    /// variable written to each node's option file, e.g. innodb_snapshot_isolation=ON).
+    #[arg(long = "setting")]
+    settings: Vec<String>,
     /// Hedged reads: the shortest delay before the second request, in ms (the delay is
     /// the running p95 of a typical replica's first requests, never below this).
     #[arg(long, default_value_t = 2)]
@@ -199,7 +203,32 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     if a.target == "maelstrom" {
         return prepare_maelstrom(a);
     }
-    let (target, target_spec) = resolve_target(a)?;
+    let (mut target, target_spec) = resolve_target(a)?;
+    if !a.settings.is_empty() {
+        target = match target.with_settings(&a.settings) {
+            Some(configured) => configured.map_err(usage)?,
+            None => return Err(usage(format!(
+                "--setting applies to database targets that take server settings (mariadb), not {}",
+                a.target
+            ))),
+        };
+    }
+    let planned = match &a.nemesis_plan {
+        Some(plan) => splitbrain_nemesis::NemesisSpec::from_plan_file(plan)
+            .map(|p| p.faults)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    for f in a
+        .nemesis
+        .split(',')
+        .map(str::trim)
+        .chain(planned.iter().map(String::as_str))
+    {
+        if let Some(why) = target.refuses_fault(f) {
+            return Err(usage(why));
+        }
+    }
     // Refused here rather than failing every clock fault and then the heal (exit 4).
     if target.clock_source() == splitbrain::target::ClockSource::Unsupported
         && a.nemesis().split(',').any(|f| f.trim() == "clock")
@@ -443,6 +472,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         read_from: a.read_from.clone(),
         replication: a.replication.clone(),
         transport: a.transport.clone(),
+        settings: a.settings.clone(),
         consistency_model: a.check.consistency_model.clone(),
         init: a.check.init.clone(),
         hedge_delay_ms: a.hedge_delay_ms,

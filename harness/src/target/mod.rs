@@ -9,8 +9,10 @@ pub mod ddp;
 pub mod etcd;
 pub mod exec;
 pub mod kv;
+pub mod mariadb;
 pub mod postgres;
 pub mod redis;
+pub mod sql;
 pub mod txn;
 
 use serde_json::Value;
@@ -218,6 +220,20 @@ pub trait Target: Send + Sync {
     fn accepted_flags(&self) -> Vec<&str> {
         Vec::new()
     }
+    /// This target with the server settings of `--setting NAME=VALUE` (a database nobody
+    /// here wrote: server variables for its configuration), or why they do not fit; None
+    /// for a target that takes no settings.
+    fn with_settings(
+        &self,
+        _settings: &[String],
+    ) -> Option<Result<std::sync::Arc<dyn Target>, String>> {
+        None
+    }
+    /// Why fault `fault` cannot reach this target's nodes as they are laid out here (so
+    /// a run would record a fault that changed nothing), or None.
+    fn refuses_fault(&self, _fault: &str) -> Option<String> {
+        None
+    }
     /// Files written once, before node `i` first starts (configuration the system reads
     /// and may rewrite itself, so a restart must not write them again).
     fn node_files(
@@ -339,6 +355,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
         std::sync::Arc::new(etcd::EtcdTarget),
         std::sync::Arc::new(redis::RedisTarget),
         std::sync::Arc::new(postgres::PostgresTarget),
+        std::sync::Arc::new(mariadb::MariaDbTarget::default()),
     ]
 }
 

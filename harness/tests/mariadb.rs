@@ -1,0 +1,208 @@
+//! End-to-end runs against real MariaDB 10.11 (Debian's mariadb-server, galera-4): a single
+//! server at REPEATABLE READ loses updates with `innodb_snapshot_isolation` off and does
+//! not with it on; a healthy three-node Galera cluster loses updates across nodes; and a
+//! Galera cluster whose nodes are killed with -9 recovers and serves again. Needs the
+//! server's programs, and for Galera root (network namespaces); skips otherwise, through
+//! `testing/skip.rs`. One cluster at a time; each run leaves no server or work directory.
+
+#[path = "../../testing/skip.rs"]
+mod skip;
+mod support;
+
+use serde_json::Value;
+use splitbrain::target::mariadb::WorkDir;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// One MariaDB run at a time: the tests would otherwise start several clusters at once
+/// on a small machine.
+static ONE_RUN: Mutex<()> = Mutex::new(());
+
+/// Why no MariaDB server can be started here, if none can.
+fn server_missing() -> Option<String> {
+    for program in ["/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db"] {
+        if !Path::new(program).is_file() {
+            return Some(format!("{program} (Debian package mariadb-server)"));
+        }
+    }
+    None
+}
+
+/// Why no Galera cluster can be started here, if none can.
+fn galera_missing() -> Option<String> {
+    server_missing()
+        .or_else(skip::root_missing)
+        .or_else(|| {
+            (!Path::new("/usr/lib/galera/libgalera_smm.so").is_file())
+                .then(|| "/usr/lib/galera/libgalera_smm.so (Debian package galera-4)".into())
+        })
+        .or_else(|| skip::program_missing("rsync", "--version", "rsync"))
+        .or_else(splitbrain_nemesis::netns::unavailable_reason)
+}
+
+/// Runs one test against fresh MariaDB nodes; checks that nothing of them is left.
+fn run_mariadb(nodes: usize, args: &[&str]) -> (Option<i32>, Value, Vec<Value>) {
+    let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
+    let (code, results, store) = support::run_target("mariadb", nodes, args);
+    let run = std::fs::canonicalize(store.path().join("latest")).unwrap();
+    for i in 1..=nodes {
+        let work = WorkDir::for_node(&run.join(format!("nodes/n{i}/data")));
+        assert!(
+            !work.root().exists(),
+            "{} was not removed",
+            work.root().display()
+        );
+        let left = support::pids_where(|p| {
+            std::fs::read(p.join("cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(&*work.root().to_string_lossy())
+            })
+        });
+        assert!(
+            left.is_empty(),
+            "MariaDB processes outlived the run: {left:?}"
+        );
+    }
+    let ops = support::history(store.path());
+    (code, results, ops)
+}
+
+/// The anomaly types Elle named.
+fn anomalies(results: &Value, checker: &str) -> Vec<String> {
+    support::checker(results, checker)["anomaly_types"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `--rate 0` over two keys: every transaction overlaps others on the same keys.
+const CONTENTION: [&str; 6] = ["--rate", "0", "--active-keys", "2", "--concurrency", "10"];
+
+#[test]
+fn single_server_repeatable_read_loses_updates_unless_snapshot_isolation_is_on() {
+    if skip::unless(module_path!(), server_missing()) {
+        return;
+    }
+    let base = [
+        "--workload",
+        "list-append",
+        "--read-mode",
+        "repeatable-read",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "4",
+        "--seed",
+        "1",
+    ];
+    let args: Vec<&str> = base.iter().chain(CONTENTION.iter()).copied().collect();
+    let (code, results, _) = run_mariadb(1, &args);
+    assert_eq!(code, Some(1), "{results:#}");
+    let off = anomalies(&results, "elle-list-append");
+    assert!(off.iter().any(|a| a == "lost-update"), "{off:?}");
+
+    let mut with_si = args.clone();
+    with_si.extend(["--setting", "innodb_snapshot_isolation=ON"]);
+    let (_, results, ops) = run_mariadb(1, &with_si);
+    let on = anomalies(&results, "elle-list-append");
+    assert!(!on.iter().any(|a| a == "lost-update"), "{on:?}");
+    // The second writer of a row changed since its snapshot is refused, definitely.
+    assert!(
+        ops.iter().any(|op| op["type"] == "fail"
+            && op["error"].as_str().is_some_and(|e| e.starts_with("1020"))),
+        "no 1020 refusal recorded as fail"
+    );
+    let committed = ops.iter().filter(|op| op["type"] == "ok").count();
+    assert!(committed > 100, "only {committed} commits");
+}
+
+#[test]
+fn a_healthy_galera_cluster_loses_updates_across_nodes() {
+    if skip::unless(module_path!(), galera_missing()) {
+        return;
+    }
+    let base = [
+        "--workload",
+        "list-append",
+        "--read-mode",
+        "repeatable-read",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "6",
+        "--seed",
+        "1",
+        "--op-timeout-ms",
+        "3000",
+    ];
+    let args: Vec<&str> = base.iter().chain(CONTENTION.iter()).copied().collect();
+    let (code, results, ops) = run_mariadb(3, &args);
+    assert_eq!(code, Some(1), "{results:#}");
+    let found = anomalies(&results, "elle-list-append");
+    assert!(found.iter().any(|a| a == "lost-update"), "{found:?}");
+    // Every node took commits: the race is across nodes.
+    for node in ["n1", "n2", "n3"] {
+        assert!(
+            ops.iter()
+                .any(|op| op["type"] == "ok" && op["node"] == node),
+            "no commit on {node}"
+        );
+    }
+}
+
+#[test]
+fn a_galera_cluster_killed_with_minus_9_recovers_and_serves() {
+    if skip::unless(module_path!(), galera_missing()) {
+        return;
+    }
+    let plan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        plan.path(),
+        r#"[{"at_ms":1000,"for_ms":1500,"f":"kill","nodes":["n2"]},
+            {"at_ms":4000,"for_ms":1500,"f":"kill","nodes":["n1","n2","n3"]}]"#,
+    )
+    .unwrap();
+    let plan = plan.path().display().to_string();
+    let (_, results, ops) = run_mariadb(
+        3,
+        &[
+            "--workload",
+            "append",
+            "--nemesis-plan",
+            &plan,
+            "--time-limit",
+            "14",
+            "--seed",
+            "2",
+            "--rate",
+            "100",
+            "--op-timeout-ms",
+            "3000",
+        ],
+    );
+    let kills = ops
+        .iter()
+        .filter(|op| op["process"] == "nemesis" && op["f"] == "kill")
+        .count();
+    assert_eq!(kills, 2, "the plan's two kills are not in the history");
+    // After every node was killed at once, the cluster formed again by itself and
+    // served: commits after the last restart.
+    let last_restart = ops
+        .iter()
+        .rposition(|op| op["process"] == "nemesis" && op["f"] != "kill")
+        .unwrap();
+    let after = ops[last_restart..]
+        .iter()
+        .filter(|op| op["type"] == "ok" && op["f"] == "append")
+        .count();
+    assert!(
+        after > 10,
+        "only {after} appends committed after the restart: {results:#}"
+    );
+    // The checkers ran on a history with reads (lost-appends and linearizability).
+    let lost = support::checker(&results, "lost-appends");
+    assert_ne!(lost["valid"], "unknown", "{lost:#}");
+}
