@@ -48,6 +48,11 @@ pub(crate) struct SuiteArgs {
     /// Print the suite file and exit.
     #[arg(long)]
     print: bool,
+    /// Runs at a time. Cells are independent clusters on their own ports and directories;
+    /// a detection that holds only on an idle machine is a weak one, so running two at a
+    /// time is also a test of that (CI runs `--jobs 2` on its 2 cores).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    jobs: u32,
 }
 
 /// Parses one cell's `splitbrain test` arguments with the `test` command's own flags.
@@ -110,25 +115,12 @@ pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
     let cancel = CancellationToken::new();
     let started = Instant::now();
     let total = suite.cells.len();
-    let mut cells = Vec::new();
-    for (i, cell) in suite.cells.iter().enumerate() {
-        let mut runs = Vec::new();
-        for &seed in &cell.seeds {
-            if cancel.is_cancelled() {
-                break;
-            }
-            runs.push(run_one(&suite, cell, seed, &store, &cancel)?);
-        }
-        let report = CellReport::new(cell, runs);
-        eprintln!("{}", progress_line(i + 1, total, &report));
-        cells.push(report);
-        if cancel.is_cancelled() {
-            eprintln!(
-                "splitbrain: suite interrupted after {} of {total} cells",
-                i + 1
-            );
-            break;
-        }
+    let cells = run_cells(&suite, &store, &cancel, a.jobs as usize)?;
+    if cancel.is_cancelled() {
+        eprintln!(
+            "splitbrain: suite interrupted after {} of {total} cells",
+            cells.len()
+        );
     }
     let report = SuiteReport::new(
         &suite,
@@ -147,6 +139,80 @@ pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_COULD_NOT_RUN
     })
+}
+
+/// Runs every (cell, seed) with `jobs` runs at a time and returns the cells' reports in
+/// the suite's order, each printed as it completes. Stops taking new runs once cancelled;
+/// a cell cut short by that is reported with the runs it has.
+fn run_cells(
+    suite: &Suite,
+    store: &str,
+    cancel: &CancellationToken,
+    jobs: usize,
+) -> anyhow::Result<Vec<CellReport>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let work: Vec<(usize, u64)> = suite
+        .cells
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.seeds.iter().map(move |&s| (i, s)))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let total = suite.cells.len();
+    // Per cell: the runs done so far, by position among its seeds.
+    let done: Mutex<Vec<Vec<Option<RunReport>>>> = Mutex::new(
+        suite
+            .cells
+            .iter()
+            .map(|c| vec![None; c.seeds.len()])
+            .collect(),
+    );
+    let finished = AtomicUsize::new(0);
+    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(work.len()).max(1) {
+            scope.spawn(|| loop {
+                if cancel.is_cancelled() || first_error.lock().is_ok_and(|e| e.is_some()) {
+                    return;
+                }
+                let Some(&(ci, seed)) = work.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                let cell = &suite.cells[ci];
+                match run_one(suite, cell, seed, store, cancel) {
+                    Err(e) => {
+                        if let Ok(mut slot) = first_error.lock() {
+                            slot.get_or_insert(e);
+                        }
+                        return;
+                    }
+                    Ok(run) => {
+                        let Ok(mut d) = done.lock() else { return };
+                        let k = cell.seeds.iter().position(|&s| s == seed).unwrap_or(0);
+                        d[ci][k] = Some(run);
+                        if d[ci].iter().all(Option::is_some) {
+                            let runs = d[ci].iter().flatten().cloned().collect();
+                            let report = CellReport::new(cell, runs);
+                            let i = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                            eprintln!("{}", progress_line(i, total, &report));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let done = done.into_inner().map_err(|_| anyhow::anyhow!("a suite run panicked"))?;
+    Ok(suite
+        .cells
+        .iter()
+        .zip(done)
+        .filter(|(_, runs)| runs.iter().any(Option::is_some))
+        .map(|(cell, runs)| CellReport::new(cell, runs.into_iter().flatten().collect()))
+        .collect())
 }
 
 /// `--only`: the cell's name, a target prefix such as `kv/`, or a matrix cell's base name.

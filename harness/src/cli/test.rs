@@ -220,7 +220,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         None => Vec::new(),
     };
     for f in a
-        .nemesis
+        .nemesis()
         .split(',')
         .map(str::trim)
         .chain(planned.iter().map(String::as_str))
