@@ -141,8 +141,14 @@ fn a_step_reported_again_with_other_samples_is_a_changed_record_and_a_gap() {
     let mut h = history(6, |_, _, v| Some(v)).into_ops();
     let mut again = record(0, 3);
     again["samples"] = json!([6, 7]);
-    for (t, v) in [(OpType::Invoke, Value::Null), (OpType::Ok, again)] {
-        h.push(Op::new(Process::Client(0), t, "step", v));
+    let last = h.last().map_or(0, |o| o.time);
+    for (i, (t, v)) in [(OpType::Invoke, Value::Null), (OpType::Ok, again)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut op = Op::new(Process::Client(0), t, "step", v);
+        op.time = last + 1 + i as u64;
+        h.push(op);
     }
     let h = History::new(h).unwrap();
     let d = run(DdpCheck::Data, &h, options(6));

@@ -16,10 +16,42 @@ pub(crate) fn pair_heads(
             .and_then(|ix| ix.get(pos).copied())
             .unwrap_or(pos as u64)
     };
+    if let Some(ix) = indices {
+        let mut seen: HashMap<u64, usize> = HashMap::with_capacity(ix.len());
+        for (pos, &i) in ix.iter().enumerate() {
+            if let Some(first) = seen.insert(i, pos) {
+                return Err(HistoryError::Structure {
+                    index: i,
+                    reason: format!(
+                        "two ops carry index {i} (the {} and the {} op of the file); \
+                         an index names one op",
+                        ordinal(first),
+                        ordinal(pos)
+                    ),
+                });
+            }
+        }
+    }
     // Open invoke of each process: (its position, its slot in `slots`).
     let mut open = OpenInvokes::new(heads.len());
     let mut slots: Vec<PairSlot> = Vec::new();
+    let mut latest = (0u64, 0usize);
     for (pos, head) in heads.iter().enumerate() {
+        // Checkers take file order as the order things happened and times as real time;
+        // a history whose times run backwards contradicts itself, so neither can be trusted.
+        if head.time < latest.0 {
+            return Err(HistoryError::Structure {
+                index: index(pos),
+                reason: format!(
+                    "time goes backwards: this op is at time {} but the op at index {} before \
+                     it is at {}; ops must be listed in the order they happened",
+                    head.time,
+                    index(latest.1),
+                    latest.0
+                ),
+            });
+        }
+        latest = (head.time, pos);
         let Process::Client(p) = head.process() else {
             continue;
         };
@@ -69,6 +101,19 @@ pub(crate) fn pair_heads(
         }
     }
     Ok(slots)
+}
+
+/// `1st`, `2nd`, ... for a 0-based position.
+fn ordinal(pos: usize) -> String {
+    let n = pos + 1;
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// Each process's open invoke: a plain vector for the usual small process ids (they are
