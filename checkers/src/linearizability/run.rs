@@ -65,7 +65,7 @@ fn run<M: Model>(
             return r;
         }
     };
-    let coverage = coverage(history, &parts, split);
+    let coverage = coverage(&parts, split);
     // Largest parts first, so the slowest part starts early and the tail stays short.
     parts.sort_by_key(|p| std::cmp::Reverse(p.ops.len()));
     let budget = Budget {
@@ -120,8 +120,8 @@ fn run<M: Model>(
 }
 
 /// What the search was given: completed ops (ok, or a failure the model observes), ops
-/// of unknown outcome it had to place or leave out, keys (when split), and ok reads.
-fn coverage<Op>(history: &History, parts: &[super::search::Part<Op>], split: bool) -> Coverage {
+/// of unknown outcome it had to place or leave out, and keys (when split).
+fn coverage<Op>(parts: &[super::search::Part<Op>], split: bool) -> Coverage {
     let (mut completed, mut unsure) = (0u64, 0u64);
     for o in parts.iter().flat_map(|p| &p.ops) {
         if o.required {
@@ -130,18 +130,10 @@ fn coverage<Op>(history: &History, parts: &[super::search::Part<Op>], split: boo
             unsure += 1;
         }
     }
-    let reads = history
-        .pair_slots()
-        .iter()
-        .filter(|s| {
-            s.outcome == crate::history::Outcome::Ok && history.op_f(s.invoke_pos) == Some("read")
-        })
-        .count() as u64;
     let mut c = Coverage::of([("ops", completed), ("unsure ops", unsure)]);
     if split && parts.iter().any(|p| p.key.is_some()) {
         c.set("keys", parts.len() as u64);
     }
-    c.set("reads", reads);
     c
 }
 
