@@ -239,11 +239,16 @@ impl Checker for DdpChecker {
             ("steps", steps.len() as u64),
             ("ranks", ranks.len() as u64),
         ]);
-        if self.check == DdpCheck::Data {
-            coverage.set("samples", samples as u64);
-        }
-        r.with_coverage(coverage)
+        let r = r
             .unless_unobserved(seen.len() as u64, "no committed step (no ok step op)")
+            .with_coverage(coverage.clone());
+        if self.check != DdpCheck::Data {
+            return r;
+        }
+        // Exactly-once consumption is judged on the samples the records list.
+        coverage.set("samples", samples as u64);
+        r.with_coverage(coverage)
+            .unless_unobserved(samples as u64, "no committed step lists a sample")
     }
 }
 
@@ -292,5 +297,22 @@ mod tests {
             );
             assert_eq!(r.coverage.get("step records"), Some(0));
         }
+    }
+
+    #[test]
+    fn ddp_data_without_a_sample_is_unknown() {
+        let record = json!({"rank": 0, "step": 1, "epoch": 0, "digest": "d"});
+        let h = History::new(vec![
+            Op::new(Process::Client(0), OpType::Invoke, "step", Value::Null),
+            Op::new(Process::Client(0), OpType::Ok, "step", record),
+        ])
+        .unwrap();
+        let r = DdpChecker::new(DdpCheck::Data, DdpOptions::default()).check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r
+            .explanation
+            .starts_with("no committed step lists a sample"));
+        let r = DdpChecker::new(DdpCheck::Replicas, DdpOptions::default()).check(&h);
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
     }
 }
