@@ -14,7 +14,7 @@
 //! ```
 
 use crate::history::{History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -140,6 +140,11 @@ impl Checker for BankChecker {
             }
         }
         let mut details = json!({"reads": reads, "transfers": transfers, "total": total, "malformed-reads": malformed});
+        let coverage = Coverage::of([
+            ("transfers", transfers as u64),
+            ("reads", reads as u64),
+            ("malformed reads", malformed as u64),
+        ]);
         if found.is_empty() {
             if reads == 0 {
                 let mut r = CheckResult::new(
@@ -148,7 +153,20 @@ impl Checker for BankChecker {
                     "no ok read of the balances, so nothing could be checked",
                 );
                 r.details = details;
-                return r;
+                return r.with_coverage(coverage);
+            }
+            // A read that is not a map of balances saw something the checker cannot
+            // judge: reported, never skipped silently under a valid verdict.
+            if malformed > 0 {
+                let mut r = CheckResult::new(
+                    self.name(),
+                    Validity::Unknown,
+                    format!(
+                        "{malformed} ok reads are not a map of account balances, so what they saw is unknown; the other {reads} summed correctly"
+                    ),
+                );
+                r.details = details;
+                return r.with_coverage(coverage);
             }
             let mut r = CheckResult::new(
                 self.name(),
@@ -159,7 +177,7 @@ impl Checker for BankChecker {
                 ),
             );
             r.details = details;
-            return r;
+            return r.with_coverage(coverage);
         }
         let mut explanation = Vec::new();
         let mut evidence = Vec::new();
@@ -193,6 +211,7 @@ impl Checker for BankChecker {
             not: Vec::new(),
             also_not: Vec::new(),
             details,
+            coverage,
         }
     }
 }

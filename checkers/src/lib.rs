@@ -25,4 +25,4 @@ pub mod linearizability;
 pub mod verdict;
 
 pub use history::{History, HistoryError, Op, OpPair, OpType, Outcome, Process};
-pub use verdict::{CheckBounds, CheckResult, Checker, Validity};
+pub use verdict::{CheckBounds, CheckResult, Checker, Coverage, Validity};

@@ -97,6 +97,10 @@ pub struct CheckResult {
     /// Checker-specific detail (counterexample structure, statistics).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub details: Value,
+    /// What the checker actually checked (ops, keys, reads, ...): a verdict is only as
+    /// good as what it saw. Absent in results written before it existed.
+    #[serde(default, skip_serializing_if = "Coverage::is_empty")]
+    pub coverage: Coverage,
 }
 
 impl CheckResult {
@@ -115,7 +119,115 @@ impl CheckResult {
             not: Vec::new(),
             also_not: Vec::new(),
             details: Value::Null,
+            coverage: Coverage::default(),
         }
+    }
+
+    /// This result with `coverage` recorded.
+    pub fn with_coverage(mut self, coverage: Coverage) -> Self {
+        self.coverage = coverage;
+        self
+    }
+
+    /// No verdict without evidence: a `valid` result whose checker observed none of what
+    /// its property needs (`observed == 0`) becomes `unknown`, naming what was missing
+    /// (`missing`, e.g. "no ok read"). Invalid and unknown results stand as they are: an
+    /// anomaly found is evidence, and an unknown already says why. The checker's own
+    /// explanation is kept after the reason.
+    pub fn unless_unobserved(mut self, observed: u64, missing: &str) -> Self {
+        if self.valid == Validity::Valid && observed == 0 {
+            self.valid = Validity::Unknown;
+            // What the checker said stays, after the reason: its counts and notes.
+            self.explanation = format!("{missing}, so nothing was checked ({})", self.explanation);
+        }
+        self
+    }
+}
+
+/// What a checker checked: named counts in the order the checker gives them (`ops`,
+/// `keys`, `reads`, `transactions`, `steps`, ...). Serialized as a JSON object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage(Vec<(String, u64)>);
+
+impl Coverage {
+    /// Coverage from `(name, count)` pairs, in that order.
+    pub fn of<'a>(counts: impl IntoIterator<Item = (&'a str, u64)>) -> Self {
+        let mut c = Coverage::default();
+        for (name, n) in counts {
+            c.set(name, n);
+        }
+        c
+    }
+
+    /// Sets the count `name` (added at the end when new).
+    pub fn set(&mut self, name: &str, n: u64) {
+        match self.0.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => *v = n,
+            None => self.0.push((name.to_string(), n)),
+        }
+    }
+
+    /// The count `name`, if recorded.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+
+    /// True when nothing was recorded (results written before coverage existed).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The counts in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+}
+
+/// One short line: `120 ops, 4 keys, 60 reads`.
+impl std::fmt::Display for Coverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{v} {k}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Coverage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Coverage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Counts;
+        impl<'de> serde::de::Visitor<'de> for Counts {
+            type Value = Coverage;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of named counts")
+            }
+            // Visiting the map keeps the order the counts were written in.
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Coverage, A::Error> {
+                let mut c = Coverage::default();
+                while let Some((k, v)) = a.next_entry::<String, u64>()? {
+                    c.set(&k, v);
+                }
+                Ok(c)
+            }
+        }
+        d.deserialize_map(Counts)
     }
 }
 
@@ -135,4 +247,46 @@ pub trait Checker: Send + Sync {
     fn name(&self) -> String;
     /// Checks the history. Must return (with `Unknown` if need be) within its bounds.
     fn check(&self, history: &History) -> CheckResult;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coverage_round_trips_in_order_and_old_results_still_parse() {
+        let mut r = CheckResult::new("x", Validity::Valid, "fine").with_coverage(Coverage::of([
+            ("ops", 12),
+            ("keys", 3),
+            ("reads", 0),
+        ]));
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            text.contains(r#""coverage":{"ops":12,"keys":3,"reads":0}"#),
+            "{text}"
+        );
+        let back: CheckResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.coverage.to_string(), "12 ops, 3 keys, 0 reads");
+        r.coverage = Coverage::default();
+        let old = serde_json::to_string(&r).unwrap();
+        assert!(!old.contains("coverage"), "{old}");
+        let parsed: CheckResult =
+            serde_json::from_str(r#"{"checker":"x","valid":true,"explanation":"e"}"#).unwrap();
+        assert!(parsed.coverage.is_empty());
+    }
+
+    #[test]
+    fn a_valid_verdict_without_observations_becomes_unknown_naming_what_was_missing() {
+        let r = CheckResult::new("x", Validity::Valid, "all 0 reads fine")
+            .unless_unobserved(0, "no ok read");
+        assert_eq!(r.valid, Validity::Unknown);
+        assert!(r.explanation.starts_with("no ok read"), "{}", r.explanation);
+        let kept =
+            CheckResult::new("x", Validity::Valid, "fine").unless_unobserved(1, "no ok read");
+        assert_eq!(kept.valid, Validity::Valid);
+        let invalid =
+            CheckResult::new("x", Validity::Invalid, "bad").unless_unobserved(0, "no ok read");
+        assert_eq!(invalid.valid, Validity::Invalid);
+    }
 }

@@ -85,3 +85,20 @@ fn nil_balance_and_no_reads() {
     let r = BankChecker::new(BankOptions::default()).check(&history(&[]));
     assert_eq!(r.valid, Validity::Unknown);
 }
+
+#[test]
+fn transfers_without_an_ok_read_are_unknown() {
+    let r = BankChecker::new(BankOptions::default()).check(&history(&[]));
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert_eq!(r.coverage.get("reads"), Some(0));
+    assert_eq!(r.coverage.get("transfers"), Some(1));
+}
+
+#[test]
+fn a_read_that_is_not_a_map_of_balances_is_reported_not_skipped() {
+    let h = history(&[json!({"0": 10, "1": 10}), json!("garbage")]);
+    let r = BankChecker::new(BankOptions::default()).check(&h);
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert!(r.explanation.contains("not a map"), "{}", r.explanation);
+    assert_eq!(r.coverage.get("malformed reads"), Some(1));
+}

@@ -522,3 +522,39 @@ fn every_cycle_class_in_one_component_is_named() {
     assert_has(&r, "G1c");
     assert_has(&r, "G-single-item");
 }
+
+#[test]
+fn list_append_without_a_committed_read_is_unknown() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", 1, 1]]))
+        .txn(1, json!([["append", 1, 2]]))
+        .failed(2, json!([["r", 1, null]]));
+    let r = la(&h);
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert!(r.explanation.contains("read anything"), "{}", r.explanation);
+    assert_eq!(r.coverage.get("reads"), Some(0));
+    assert_eq!(r.coverage.get("committed"), Some(2));
+}
+
+#[test]
+fn rw_register_without_a_committed_transaction_is_unknown() {
+    let mut h = H::default();
+    h.failed(0, json!([["w", 1, 1]]))
+        .failed(1, json!([["r", 1, null]]));
+    let r = check(ElleWorkload::RwRegister, "serializable", &h);
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert_eq!(r.coverage.get("committed"), Some(0));
+}
+
+#[test]
+fn a_committed_read_earns_a_valid_verdict_with_its_coverage() {
+    let mut h = H::default();
+    h.txn(0, json!([["append", 1, 1]]))
+        .txn(1, json!([["r", 1, [1]]]));
+    let r = la(&h);
+    assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+    assert_eq!(
+        r.coverage.to_string(),
+        "2 transactions, 2 committed, 1 keys, 1 reads"
+    );
+}

@@ -124,6 +124,24 @@ fn good() -> B {
 }
 
 #[test]
+fn sends_never_polled_are_unknown() {
+    let mut b = B::default();
+    b.send(0, "a", 0, 10).send(1, "a", 1, 11);
+    b.push(2, OpType::Invoke, "poll", None, Value::Null).push(
+        2,
+        OpType::Info,
+        "poll",
+        None,
+        Value::Null,
+    );
+    let r = b.check();
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert!(r.explanation.contains("no ok poll"), "{}", r.explanation);
+    assert_eq!(r.coverage.get("polls"), Some(0));
+    assert_eq!(r.coverage.get("sends"), Some(2));
+}
+
+#[test]
 fn an_orderly_history_is_valid() {
     let r = good().check();
     valid(&r);
@@ -246,10 +264,12 @@ fn successive_polls_jumping_over_existing_offsets_skip() {
 #[test]
 fn a_listing_below_an_acknowledged_commit_is_a_note_not_an_anomaly() {
     // Maelstrom lets a fresh assign start at the committed offset "or lower": a regressed
-    // listing only re-delivers, so the run stays valid and the regression is shown.
+    // listing only re-delivers, so the run has no anomaly and the regression is shown.
+    // (These runs never poll, so their verdict is unknown, not valid: nothing was read.)
     let regressed = |b: &B| {
         let r = b.check();
-        valid(&r);
+        assert_ne!(r.valid, Validity::Invalid, "{}", r.explanation);
+        assert!(r.anomaly_types.is_empty(), "{:?}", r.anomaly_types);
         assert_eq!(
             r.details["committed_offset_regressions_count"], 1,
             "{:#}",
@@ -290,19 +310,22 @@ fn a_listing_below_an_acknowledged_commit_is_a_note_not_an_anomaly() {
             json!({"offsets": {"a": 1}}),
         );
     let r = b.check();
-    valid(&r);
+    assert!(r.anomaly_types.is_empty(), "{:?}", r.anomaly_types);
     assert_eq!(r.details["committed_offset_regressions_count"], 0);
 }
 
 #[test]
-fn malformed_values_are_counted_not_fatal() {
+fn malformed_values_are_counted_and_leave_the_verdict_unknown() {
     let mut b = good();
     b.push(5, OpType::Invoke, "poll", None, Value::Null)
         .push(5, OpType::Ok, "poll", None, json!("garbage"))
         .push(5, OpType::Invoke, "send", Some("a"), json!(1))
         .push(5, OpType::Ok, "send", Some("a"), json!({"offset": "x"}));
     let r = b.check();
-    valid(&r);
+    assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    assert!(r
+        .explanation
+        .contains("2 ok ops have a value not of their f's shape"));
     assert_eq!(r.details["malformed_count"], 2);
 }
 
@@ -598,7 +621,9 @@ proptest! {
         let want = oracle(&placed);
         let got: BTreeSet<&str> = r.anomaly_types.iter().map(String::as_str).collect();
         prop_assert_eq!(&got, &want, "{}", r.explanation);
-        prop_assert_eq!(r.valid == Validity::Valid, want.is_empty());
+        // Without an ok poll nothing was read back, so no verdict is earned.
+        let polled = placed.iter().any(|p| p.ok && matches!(p.op, Abs::Poll { .. }));
+        prop_assert_eq!(r.valid == Validity::Valid, want.is_empty() && polled);
         prop_assert_eq!(
             r.details["committed_offset_regressions_count"].as_u64(),
             Some(oracle_regressions(&placed) as u64)

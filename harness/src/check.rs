@@ -230,7 +230,11 @@ pub fn hollow_run(history: &History, opts: &CheckOptions) -> Option<CheckResult>
     r.details = serde_json::json!({
         "kinds": kinds.iter().map(|(k, (i, o))| (k.clone(), serde_json::json!({"invoked": i, "observed": o}))).collect::<serde_json::Map<_, _>>()
     });
-    Some(r)
+    let never_observed = kinds.values().filter(|(i, o)| *i > 0 && *o == 0).count();
+    Some(r.with_coverage(splitbrain_checkers::Coverage::of([
+        ("kinds", kinds.len() as u64),
+        ("never observed", never_observed as u64),
+    ])))
 }
 
 /// Everything a history earns: the workload's checkers (in order; each parallelizes

@@ -279,7 +279,12 @@ fn judge(counts: BTreeMap<&str, ClassCount>, nemesis_ops: u64) -> CheckResult {
         )
     };
     r.details = json!({"nemesis_ops": nemesis_ops, "classes": details});
-    r
+    let took_effect: u64 = counts.values().map(|c| c.took_effect).sum();
+    r.with_coverage(splitbrain_checkers::Coverage::of([
+        ("nemesis ops", nemesis_ops),
+        ("faults", took_effect),
+        ("fault classes", exercised.len() as u64),
+    ]))
 }
 
 #[cfg(test)]

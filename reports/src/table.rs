@@ -19,7 +19,7 @@ fn row(label: &str, value: impl Into<String>) -> Row {
     }
 }
 
-/// Renders the summary: verdict per checker, op counts, availability, latency
+/// Renders the summary: verdict per checker with what it checked, op counts, availability, latency
 /// percentiles, throughput and the run's path.
 pub fn summary_table(s: &RunSummary) -> String {
     let mut rows = Vec::new();
@@ -29,6 +29,10 @@ pub fn summary_table(s: &RunSummary) -> String {
             v.push_str(&format!(" ({})", r.anomaly_types.join(", ")));
         }
         rows.push(row(&format!("checker {}", r.checker), v));
+        // What the verdict rests on, so a valid over nothing cannot pass unseen.
+        if !r.coverage.is_empty() {
+            rows.push(row("  checked", r.coverage.to_string()));
+        }
     }
     rows.push(row("verdict", s.valid.label()));
     let st = &s.stats;

@@ -35,7 +35,7 @@
 mod checks;
 
 use crate::history::{History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -225,11 +225,94 @@ impl Checker for DdpChecker {
                 )
             }
         };
-        match self.check {
+        let r = match self.check {
             DdpCheck::Replicas => checks::replicas(&seen),
             DdpCheck::Data => checks::data(&seen, self.options.dataset_size),
             DdpCheck::Progress => checks::progress(&seen, history),
             DdpCheck::Reference => checks::reference(&seen, self.options.reference.as_ref()),
+        };
+        let ranks: std::collections::BTreeSet<u64> = seen.iter().map(|s| s.record.rank).collect();
+        let steps: std::collections::BTreeSet<u64> = seen.iter().map(|s| s.record.step).collect();
+        let samples: usize = seen.iter().map(|s| s.record.samples.len()).sum();
+        let mut coverage = Coverage::of([
+            ("step records", seen.len() as u64),
+            ("steps", steps.len() as u64),
+            ("ranks", ranks.len() as u64),
+        ]);
+        let r = r
+            .unless_unobserved(seen.len() as u64, "no committed step (no ok step op)")
+            .with_coverage(coverage.clone());
+        if self.check != DdpCheck::Data {
+            return r;
         }
+        // Exactly-once consumption is judged on the samples the records list.
+        coverage.set("samples", samples as u64);
+        r.with_coverage(coverage)
+            .unless_unobserved(samples as u64, "no committed step lists a sample")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    /// Every check sees the same degenerate run: steps invoked, none committed.
+    #[test]
+    fn every_ddp_check_without_a_committed_step_is_unknown() {
+        let mut ops = Vec::new();
+        for rank in 0..2 {
+            ops.push(Op::new(
+                Process::Client(rank),
+                OpType::Invoke,
+                "step",
+                Value::Null,
+            ));
+            ops.push(Op::new(
+                Process::Client(rank),
+                OpType::Info,
+                "step",
+                Value::Null,
+            ));
+        }
+        let h = History::new(ops).unwrap();
+        let reference = DdpOptions {
+            reference: Some(BTreeMap::from([(1, "d".to_string())])),
+            ..DdpOptions::default()
+        };
+        for c in ddp_checkers(&reference) {
+            let r = c.check(&h);
+            assert_eq!(
+                r.valid,
+                Validity::Unknown,
+                "{}: {}",
+                r.checker,
+                r.explanation
+            );
+            assert!(
+                r.explanation.contains("no committed step"),
+                "{}: {}",
+                r.checker,
+                r.explanation
+            );
+            assert_eq!(r.coverage.get("step records"), Some(0));
+        }
+    }
+
+    #[test]
+    fn ddp_data_without_a_sample_is_unknown() {
+        let record = json!({"rank": 0, "step": 1, "epoch": 0, "digest": "d"});
+        let h = History::new(vec![
+            Op::new(Process::Client(0), OpType::Invoke, "step", Value::Null),
+            Op::new(Process::Client(0), OpType::Ok, "step", record),
+        ])
+        .unwrap();
+        let r = DdpChecker::new(DdpCheck::Data, DdpOptions::default()).check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r
+            .explanation
+            .starts_with("no committed step lists a sample"));
+        let r = DdpChecker::new(DdpCheck::Replicas, DdpOptions::default()).check(&h);
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
     }
 }

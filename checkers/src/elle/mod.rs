@@ -35,7 +35,7 @@ mod txn;
 mod txn_build;
 
 use crate::history::History;
-use crate::verdict::{CheckBounds, CheckResult, Checker, Validity};
+use crate::verdict::{CheckBounds, CheckResult, Checker, Coverage, Validity};
 use found::{Found, Namer};
 use graph::{EdgeList, EdgeParts, EdgeSink, Graph};
 use serde_json::{json, Value};
@@ -353,6 +353,7 @@ impl ElleChecker {
             .filter(|t| !reportable.contains(t))
             .collect();
         let n = namer.txns.txns.len();
+        let coverage = coverage(namer.txns);
         let mut details = json!({
             "workload": self.name(),
             "consistency-model": model,
@@ -370,7 +371,17 @@ impl ElleChecker {
                 format!("checked {n} transactions: no anomaly that {model} forbids"),
             );
             r.details = details;
-            return r;
+            // Dependencies are inferred from what reads saw: committed writes alone
+            // show nothing about isolation.
+            let committed = coverage.get("committed").unwrap_or(0);
+            let reads = coverage.get("reads").unwrap_or(0);
+            return r
+                .with_coverage(coverage)
+                .unless_unobserved(committed, "no committed transaction")
+                .unless_unobserved(
+                    reads,
+                    "no committed transaction read anything (no ok r micro-op)",
+                );
         }
         let valid = if bad.is_empty() {
             Validity::Unknown
@@ -439,6 +450,24 @@ impl ElleChecker {
             not,
             also_not,
             details,
+            coverage,
         }
     }
+}
+
+/// What an Elle check saw: transactions, committed ones, keys, and the read micro-ops of
+/// committed transactions (the observations every inferred dependency rests on).
+fn coverage(txns: &txn::Txns) -> Coverage {
+    let committed: Vec<&txn::Txn> = txns.txns.iter().filter(|t| t.ok()).collect();
+    let reads = committed
+        .iter()
+        .flat_map(|t| txns.mops_of(t))
+        .filter(|m| m.kind == MopKind::Read)
+        .count();
+    Coverage::of([
+        ("transactions", txns.txns.len() as u64),
+        ("committed", committed.len() as u64),
+        ("keys", txns.num_keys() as u64),
+        ("reads", reads as u64),
+    ])
 }

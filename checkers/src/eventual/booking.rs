@@ -350,6 +350,11 @@ impl Checker for BookingChecker {
                 "violations": kinds,
                 "unknown_reasons": unknown,
             }),
+            coverage: crate::verdict::Coverage::of([
+                ("keys", view.keys.len() as u64),
+                ("reservations", reservations as u64),
+                ("schedules", schedules as u64),
+            ]),
         }
         .into_result(history)
     }

@@ -604,6 +604,11 @@ impl Checker for ConvergenceChecker {
                 q.get("max").and_then(Value::as_f64).map_or("?".into(), |m| format!("{m:.1}"))
             ),
             details,
+            coverage: crate::verdict::Coverage::of([
+                ("keys", view.keys.len() as u64),
+                ("replicas", view.nodes.len() as u64),
+                ("final reads", final_reads as u64),
+            ]),
         }
         .into_result(history)
     }

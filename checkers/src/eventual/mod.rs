@@ -40,7 +40,7 @@ pub use set_full::{
 };
 
 use crate::history::History;
-use crate::verdict::{CheckResult, Validity};
+use crate::verdict::{CheckResult, Coverage, Validity};
 use serde_json::{json, Value};
 
 /// The kind of replicated object a history's keys hold.
@@ -114,6 +114,8 @@ struct Verdict {
     valid: String,
     /// Checker-specific details.
     details: Value,
+    /// What the checker saw (keys, reads, final reads, ...).
+    coverage: Coverage,
 }
 
 impl Verdict {
@@ -133,7 +135,7 @@ impl Verdict {
         r.evidence = evidence;
         r.anomaly_types = anomalies;
         r.details = self.details;
-        r
+        r.with_coverage(self.coverage)
     }
 }
 

@@ -147,6 +147,10 @@ impl Checker for CommittedPrefixChecker {
                 "duplicate_reads": duplicates,
                 "cases": shown.iter().map(|c| c.detail.clone()).collect::<Vec<_>>(),
             }),
+            coverage: crate::verdict::Coverage::of([
+                ("keys", view.keys.len() as u64),
+                ("committed reads", judged as u64),
+            ]),
         }
         .into_result(history)
     }

@@ -529,6 +529,10 @@ impl Checker for SessionGuaranteesChecker {
                 sessions.len()
             ),
             details,
+            coverage: crate::verdict::Coverage::of([
+                ("sessions", sessions.len() as u64),
+                ("reads", reads as u64),
+            ]),
         }
         .into_result(history)
     }

@@ -412,6 +412,10 @@ impl Checker for SetFullChecker {
                 stale_elements
             ),
             details,
+            coverage: crate::verdict::Coverage::of([
+                ("elements", a.elements.len() as u64),
+                ("reads", a.reads as u64),
+            ]),
         }
         .into_result(history)
     }

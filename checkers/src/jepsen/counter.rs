@@ -7,7 +7,7 @@
 
 use super::{pair_json, plural, MAX_LISTED};
 use crate::history::{History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 
 /// Checks counter histories; see the module docs.
@@ -130,6 +130,64 @@ impl Checker for CounterChecker {
             )
         };
         r.details = details;
-        r
+        r.with_coverage(Coverage::of([
+            ("adds", adds as u64),
+            ("reads", reads as u64),
+        ]))
+        .unless_unobserved(reads as u64, "no ok read of the counter")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    fn op(p: u64, t: OpType, f: &str, v: Value) -> Op {
+        Op::new(Process::Client(p), t, f, v)
+    }
+
+    #[test]
+    fn a_counter_never_read_is_unknown() {
+        let h = History::new(vec![
+            op(0, OpType::Invoke, "add", json!(1)),
+            op(0, OpType::Ok, "add", json!(1)),
+            op(1, OpType::Invoke, "read", Value::Null),
+            op(1, OpType::Info, "read", Value::Null),
+        ])
+        .unwrap();
+        let r = CounterChecker::default().check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r.explanation.contains("no ok read"), "{}", r.explanation);
+        assert_eq!(r.coverage.get("reads"), Some(0));
+        assert_eq!(r.coverage.get("adds"), Some(1));
+    }
+
+    #[test]
+    fn a_read_that_is_not_a_count_is_reported_not_judged() {
+        let h = History::new(vec![
+            op(0, OpType::Invoke, "add", json!(1)),
+            op(0, OpType::Ok, "add", json!(1)),
+            op(1, OpType::Invoke, "read", Value::Null),
+            op(1, OpType::Ok, "read", json!("lots")),
+        ])
+        .unwrap();
+        let r = CounterChecker::default().check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert_eq!(r.evidence.len(), 1);
+    }
+
+    #[test]
+    fn reads_within_bounds_are_valid_and_counted() {
+        let h = History::new(vec![
+            op(0, OpType::Invoke, "add", json!(2)),
+            op(0, OpType::Ok, "add", json!(2)),
+            op(1, OpType::Invoke, "read", Value::Null),
+            op(1, OpType::Ok, "read", json!(2)),
+        ])
+        .unwrap();
+        let r = CounterChecker::default().check(&h);
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+        assert_eq!(r.coverage.to_string(), "1 adds, 1 reads");
     }
 }

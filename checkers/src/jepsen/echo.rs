@@ -3,7 +3,7 @@
 
 use super::{plural, MAX_LISTED};
 use crate::history::{History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 
 /// Checks echo histories; see the module docs.
@@ -63,7 +63,11 @@ impl Checker for EchoChecker {
             ),
         };
         r.details = details;
-        r
+        r.with_coverage(Coverage::of([
+            ("attempted", attempted as u64),
+            ("echoes", acknowledged as u64),
+        ]))
+        .unless_unobserved(acknowledged as u64, "no acknowledged echo")
     }
 }
 
@@ -93,6 +97,20 @@ mod tests {
         let r = EchoChecker.check(&History::new(ops).unwrap());
         assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
         assert_eq!(r.details["acknowledged_count"], 1);
+    }
+
+    #[test]
+    fn no_acknowledged_echo_is_unknown() {
+        let mut ops = echo(0, "a", None);
+        ops.extend(echo(1, "b", None));
+        let r = EchoChecker.check(&History::new(ops).unwrap());
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(
+            r.explanation.contains("no acknowledged echo"),
+            "{}",
+            r.explanation
+        );
+        assert_eq!(r.coverage.get("echoes"), Some(0));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::{pair_json, plural};
 use crate::history::{value_key_string, History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 
@@ -30,7 +30,10 @@ impl Checker for ExceptionsChecker {
 
     fn check(&self, history: &History) -> CheckResult {
         let mut groups: HashMap<String, Group> = HashMap::new();
+        let (mut ops, mut ok) = (0u64, 0u64);
         for p in history.pairs() {
+            ops += 1;
+            ok += u64::from(p.outcome == Outcome::Ok);
             if !matches!(p.outcome, Outcome::Fail | Outcome::Info) {
                 continue;
             }
@@ -78,8 +81,64 @@ impl Checker for ExceptionsChecker {
                 g.count
             ),
         };
-        let mut r = CheckResult::new("exceptions", Validity::Valid, text);
+        // Informational, but never a pass for a run in which nothing succeeded: there
+        // the errors are the whole run.
+        let (valid, text) = match (ops, ok) {
+            (0, _) => (
+                Validity::Unknown,
+                "the history has no client operation".to_string(),
+            ),
+            (_, 0) => (
+                Validity::Unknown,
+                format!("no op completed ok, so the run observed nothing: {text}"),
+            ),
+            _ => (Validity::Valid, text),
+        };
+        let mut r = CheckResult::new("exceptions", valid, text);
         r.details = json!({"count": total, "groups": listed});
-        r
+        r.with_coverage(Coverage::of([
+            ("ops", ops),
+            ("ok", ok),
+            ("errors", total as u64),
+        ]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    fn pair(p: u64, done: OpType, error: Option<&str>) -> [Op; 2] {
+        let mut c = Op::new(Process::Client(p), done, "read", Value::Null);
+        c.error = error.map(|e| json!(e));
+        [
+            Op::new(Process::Client(p), OpType::Invoke, "read", Value::Null),
+            c,
+        ]
+    }
+
+    #[test]
+    fn a_run_in_which_nothing_succeeded_is_unknown() {
+        let mut ops = pair(0, OpType::Fail, Some("timeout")).to_vec();
+        ops.extend(pair(1, OpType::Info, None));
+        let r = ExceptionsChecker.check(&History::new(ops).unwrap());
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(
+            r.explanation.contains("no op completed ok"),
+            "{}",
+            r.explanation
+        );
+        let r = ExceptionsChecker.check(&History::new(vec![]).unwrap());
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+    }
+
+    #[test]
+    fn errors_beside_successes_are_grouped_and_valid() {
+        let mut ops = pair(0, OpType::Fail, Some("timeout")).to_vec();
+        ops.extend(pair(1, OpType::Ok, None));
+        let r = ExceptionsChecker.check(&History::new(ops).unwrap());
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+        assert_eq!(r.details["groups"][0]["error"], "timeout");
     }
 }

@@ -7,7 +7,7 @@
 
 use super::{pair_json, plural, MAX_LISTED};
 use crate::history::{value_key_string, History, OpPair, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -110,6 +110,10 @@ impl Checker for LongForkChecker {
                 reads.push(Read { pair: p, keys });
             }
         }
+        let coverage = Coverage::of([
+            ("written keys", writer.len() as u64),
+            ("reads", reads.len() as u64),
+        ]);
         if let Some((k, a, b)) = multiply_written {
             let mut r = CheckResult::new(
                 "long-fork",
@@ -122,7 +126,7 @@ impl Checker for LongForkChecker {
                 ),
             );
             r.evidence = vec![pair_json(history, a), pair_json(history, b)];
-            return r;
+            return r.with_coverage(coverage);
         }
         // Reads with the same observations are interchangeable: compare one of each.
         let mut distinct: Vec<&Read> = Vec::new();
@@ -141,7 +145,8 @@ impl Checker for LongForkChecker {
                     "{} distinct reads would need more than {MAX_COMPARISONS} comparisons",
                     n
                 ),
-            );
+            )
+            .with_coverage(coverage);
         }
         let mut forks: Vec<Value> = Vec::new();
         let mut fork_count = 0usize;
@@ -201,6 +206,63 @@ impl Checker for LongForkChecker {
             r
         };
         r.details = details;
-        r
+        // A fork shows only between two reads: with fewer, nothing was compared.
+        let compared = reads.len() >= 2;
+        r.with_coverage(coverage).unless_unobserved(
+            u64::from(compared),
+            &format!(
+                "{} over several keys, and a long fork shows only between two",
+                plural(reads.len(), "ok read")
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    fn txn(p: u64, t: OpType, mops: Value) -> Op {
+        Op::new(Process::Client(p), t, "txn", mops)
+    }
+
+    #[test]
+    fn writes_without_reads_are_unknown() {
+        let h = History::new(vec![
+            txn(0, OpType::Invoke, json!([["w", 1, 1]])),
+            txn(0, OpType::Ok, json!([["w", 1, 1]])),
+            txn(1, OpType::Invoke, json!([["r", 1, null], ["r", 2, null]])),
+            txn(1, OpType::Info, json!([["r", 1, null], ["r", 2, null]])),
+        ])
+        .unwrap();
+        let r = LongForkChecker.check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r.explanation.contains("0 ok reads"), "{}", r.explanation);
+        assert_eq!(r.coverage.get("reads"), Some(0));
+    }
+
+    #[test]
+    fn two_reads_that_agree_are_valid_and_two_that_cross_are_a_long_fork() {
+        let w = |p, k| {
+            [
+                txn(p, OpType::Invoke, json!([["w", k, 1]])),
+                txn(p, OpType::Ok, json!([["w", k, 1]])),
+            ]
+        };
+        let read = |p, a: Value, b: Value| {
+            [
+                txn(p, OpType::Invoke, json!([["r", 1, null], ["r", 2, null]])),
+                txn(p, OpType::Ok, json!([["r", 1, a], ["r", 2, b]])),
+            ]
+        };
+        let mut ops: Vec<Op> = w(0, 1).into_iter().chain(w(1, 2)).collect();
+        ops.extend(read(2, json!(1), json!(null)));
+        ops.extend(read(3, json!(1), json!(1)));
+        let r = LongForkChecker.check(&History::new(ops.clone()).unwrap());
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+        ops.extend(read(4, json!(null), json!(1)));
+        let r = LongForkChecker.check(&History::new(ops).unwrap());
+        assert_eq!(r.valid, Validity::Invalid, "{}", r.explanation);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::{plural, MAX_LISTED};
 use crate::history::{value_key_string, History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -31,6 +31,10 @@ impl Checker for LostAppendsChecker {
         let mut acked: BTreeMap<String, Vec<Acked>> = BTreeMap::new();
         // key -> (invoke position, index, the list) of its last ok read, by invocation
         let mut last_read: BTreeMap<String, (usize, u64, Vec<Value>)> = BTreeMap::new();
+        let mut reads = 0u64;
+        // Indices of ok reads whose value is not a list (nil is the empty list): what
+        // they saw is unknown, so they are reported, never taken as empty.
+        let mut malformed: Vec<u64> = Vec::new();
         for p in history.pairs() {
             let (Some(key), Outcome::Ok) = (p.key_string(), p.outcome) else {
                 continue;
@@ -42,7 +46,16 @@ impl Checker for LostAppendsChecker {
                     index: history.op_index(p.invoke_pos),
                 }),
                 "read" => {
-                    let list = p.value.as_array().cloned().unwrap_or_default();
+                    let list = match &p.value {
+                        Value::Array(list) => list.clone(),
+                        Value::Null => Vec::new(),
+                        _ => {
+                            malformed
+                                .push(history.op_index(p.complete_pos.unwrap_or(p.invoke_pos)));
+                            continue;
+                        }
+                    };
+                    reads += 1;
                     let later = last_read
                         .get(&key)
                         .is_none_or(|(pos, _, _)| p.invoke_pos > *pos);
@@ -55,6 +68,8 @@ impl Checker for LostAppendsChecker {
         }
         let mut lost = Vec::new();
         let mut keys_with_loss = 0usize;
+        // Only appends a later read of their key could show count as checked.
+        let mut checked = 0usize;
         for (key, appends) in &acked {
             let Some((read_pos, read_index, list)) = last_read.get(key) else {
                 continue;
@@ -62,6 +77,7 @@ impl Checker for LostAppendsChecker {
             let seen: HashSet<String> = list.iter().map(value_key_string).collect();
             let before = lost.len();
             for a in appends.iter().filter(|a| a.completed < *read_pos) {
+                checked += 1;
                 if !seen.contains(&value_key_string(&a.element)) {
                     lost.push(json!({
                         "key": key,
@@ -73,18 +89,44 @@ impl Checker for LostAppendsChecker {
             }
             keys_with_loss += usize::from(lost.len() > before);
         }
-        let checked: usize = acked.values().map(Vec::len).sum();
+        let acknowledged: usize = acked.values().map(Vec::len).sum();
+        let coverage = Coverage::of([
+            ("appends", acknowledged as u64),
+            ("reads", reads),
+            ("checked appends", checked as u64),
+        ]);
+        let details = |lost: usize| {
+            json!({ "lost": lost, "acknowledged": acknowledged, "checked": checked,
+                    "malformed_reads": malformed.len(),
+                    "malformed_read_indices": malformed.iter().take(MAX_LISTED).collect::<Vec<_>>() })
+        };
+        if lost.is_empty() && !malformed.is_empty() {
+            let mut r = CheckResult::new(
+                "lost-appends",
+                Validity::Unknown,
+                format!(
+                    "{} returned a value that is not a list (the first at index {}), so what those keys held is unknown",
+                    plural(malformed.len(), "ok read"),
+                    malformed[0]
+                ),
+            );
+            r.details = details(0);
+            return r.with_coverage(coverage);
+        }
         if lost.is_empty() {
             let mut r = CheckResult::new(
                 "lost-appends",
                 Validity::Valid,
                 format!(
-                    "every acknowledged append read afterwards is in its key's last read ({} checked)",
+                    "every acknowledged append read afterwards is in its key's last read ({} checked of {acknowledged} acknowledged)",
                     plural(checked, "append")
                 ),
             );
-            r.details = json!({ "lost": 0, "acknowledged": checked });
-            return r;
+            r.details = details(0);
+            return r.with_coverage(coverage).unless_unobserved(
+                checked as u64,
+                "no acknowledged append was followed by an ok read of its key",
+            );
         }
         let shown: Vec<String> = lost
             .iter()
@@ -109,9 +151,9 @@ impl Checker for LostAppendsChecker {
             ),
         );
         r.anomaly_types = vec!["lost-append".into()];
-        r.details = json!({ "lost": lost.len(), "acknowledged": checked });
+        r.details = details(lost.len());
         r.evidence = lost.into_iter().take(MAX_LISTED).collect();
-        r
+        r.with_coverage(coverage)
     }
 }
 
@@ -160,8 +202,48 @@ mod tests {
             // a key never read
             op(3, OpType::Invoke, "append", "k2", json!(3)),
             op(3, OpType::Ok, "append", "k2", json!(3)),
+            // a read after the unknown append, which checks nothing about acknowledged ones
+            op(1, OpType::Invoke, "read", "k1", Value::Null),
+            op(1, OpType::Ok, "read", "k1", json!([1])),
         ]);
         assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+        // Only the append to k1 had a read after it; k2's was never checked.
+        assert_eq!(r.coverage.get("checked appends"), Some(1));
+        assert_eq!(r.coverage.get("appends"), Some(2));
+    }
+
+    #[test]
+    fn appends_to_keys_never_read_afterwards_are_unknown_not_checked() {
+        let r = check(vec![
+            op(0, OpType::Invoke, "append", "k1", json!(1)),
+            op(1, OpType::Invoke, "read", "k1", Value::Null),
+            op(0, OpType::Ok, "append", "k1", json!(1)),
+            op(1, OpType::Ok, "read", "k1", json!([])),
+            op(3, OpType::Invoke, "append", "k2", json!(3)),
+            op(3, OpType::Ok, "append", "k2", json!(3)),
+        ]);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(
+            r.explanation.contains("no acknowledged append"),
+            "{}",
+            r.explanation
+        );
+        assert_eq!(r.coverage.get("checked appends"), Some(0));
+    }
+
+    #[test]
+    fn a_read_that_is_not_a_list_is_reported_not_taken_as_empty() {
+        let r = check(vec![
+            op(0, OpType::Invoke, "append", "k1", json!(1)),
+            op(0, OpType::Ok, "append", "k1", json!(1)),
+            op(1, OpType::Invoke, "read", "k1", Value::Null),
+            op(1, OpType::Ok, "read", "k1", json!([1])),
+            op(1, OpType::Invoke, "read", "k1", Value::Null),
+            op(1, OpType::Ok, "read", "k1", json!("garbage")),
+        ]);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r.explanation.contains("not a list"), "{}", r.explanation);
+        assert_eq!(r.details["malformed_read_indices"], json!([5]));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::plural;
 use crate::history::{History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -85,7 +85,11 @@ impl Checker for StatsChecker {
             r
         };
         r.details = details;
-        r
+        r.with_coverage(Coverage::of([
+            ("ops", ops as u64),
+            ("ok", total.ok as u64),
+            ("fs", by_f.len() as u64),
+        ]))
     }
 }
 
@@ -97,4 +101,24 @@ fn counts_json(c: &Counts, valid: bool) -> Value {
         "fail_count": c.fail,
         "info_count": c.info,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    #[test]
+    fn an_empty_history_is_unknown_and_an_f_that_never_succeeded_is_invalid() {
+        let r = StatsChecker.check(&History::new(vec![]).unwrap());
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        let h = History::new(vec![
+            Op::new(Process::Client(0), OpType::Invoke, "read", Value::Null),
+            Op::new(Process::Client(0), OpType::Fail, "read", Value::Null),
+        ])
+        .unwrap();
+        let r = StatsChecker.check(&h);
+        assert_eq!(r.valid, Validity::Invalid, "{}", r.explanation);
+        assert_eq!(r.coverage.to_string(), "1 ops, 0 ok, 1 fs");
+    }
 }

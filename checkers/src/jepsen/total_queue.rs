@@ -7,7 +7,7 @@
 
 use super::{plural, MAX_LISTED};
 use crate::history::{value_key_string, History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -35,6 +35,10 @@ impl Checker for TotalQueueChecker {
         let mut attempted: BTreeMap<String, (Value, usize)> = BTreeMap::new();
         let mut acknowledged: HashMap<String, ()> = HashMap::new();
         let mut dequeued: BTreeMap<String, (Value, usize)> = BTreeMap::new();
+        // Ok dequeues and drains: what was observed of the queue.
+        let mut observations = 0u64;
+        // Drains whose value is not a list: what they took is unknown, not nothing.
+        let mut malformed_drains: Vec<u64> = Vec::new();
         let mut take = |v: &Value| {
             dequeued
                 .entry(value_key_string(v))
@@ -54,12 +58,20 @@ impl Checker for TotalQueueChecker {
                         acknowledged.insert(k, ());
                     }
                 }
-                ("dequeue", Outcome::Ok) if !p.value.is_null() => take(&p.value),
-                ("drain", Outcome::Ok) => {
-                    for v in p.value.as_array().into_iter().flatten() {
-                        take(v);
+                ("dequeue", Outcome::Ok) => {
+                    observations += 1;
+                    if !p.value.is_null() {
+                        take(&p.value)
                     }
                 }
+                ("drain", Outcome::Ok) => match p.value.as_array() {
+                    Some(taken) => {
+                        observations += 1;
+                        taken.iter().for_each(&mut take);
+                    }
+                    None => malformed_drains
+                        .push(history.op_index(p.complete_pos.unwrap_or(p.invoke_pos))),
+                },
                 _ => {}
             }
         }
@@ -123,7 +135,21 @@ impl Checker for TotalQueueChecker {
                 ));
             }
         }
-        let mut r = if problems.is_empty() {
+        let coverage = Coverage::of([
+            ("enqueues", acknowledged.len() as u64),
+            ("dequeues", observations),
+        ]);
+        let mut r = if problems.is_empty() && !malformed_drains.is_empty() {
+            CheckResult::new(
+                "total-queue",
+                Validity::Unknown,
+                format!(
+                    "{} returned a value that is not a list of elements (the first at index {}), so what the queue held is unknown",
+                    plural(malformed_drains.len(), "ok drain"),
+                    malformed_drains[0]
+                ),
+            )
+        } else if problems.is_empty() {
             CheckResult::new(
                 "total-queue",
                 Validity::Valid,
@@ -138,6 +164,59 @@ impl Checker for TotalQueueChecker {
             r
         };
         r.details = details;
-        r
+        r.with_coverage(coverage)
+            .unless_unobserved(observations, "no ok dequeue or drain")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    fn op(p: u64, t: OpType, f: &str, v: Value) -> Op {
+        Op::new(Process::Client(p), t, f, v)
+    }
+
+    #[test]
+    fn a_queue_never_dequeued_from_is_unknown() {
+        let h = History::new(vec![
+            op(0, OpType::Invoke, "enqueue", json!(1)),
+            op(0, OpType::Info, "enqueue", json!(1)),
+            op(1, OpType::Invoke, "dequeue", Value::Null),
+            op(1, OpType::Fail, "dequeue", Value::Null),
+        ])
+        .unwrap();
+        let r = TotalQueueChecker.check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r.explanation.contains("no ok dequeue"), "{}", r.explanation);
+    }
+
+    #[test]
+    fn a_drain_that_is_not_a_list_is_reported_not_read_as_empty() {
+        let h = History::new(vec![
+            op(0, OpType::Invoke, "enqueue", json!(1)),
+            op(0, OpType::Info, "enqueue", json!(1)),
+            op(1, OpType::Invoke, "drain", Value::Null),
+            op(1, OpType::Ok, "drain", json!("garbage")),
+        ])
+        .unwrap();
+        let r = TotalQueueChecker.check(&h);
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(r.explanation.contains("not a list"), "{}", r.explanation);
+    }
+
+    #[test]
+    fn every_acknowledged_enqueue_dequeued_once_is_valid() {
+        let h = History::new(vec![
+            op(0, OpType::Invoke, "enqueue", json!(1)),
+            op(0, OpType::Ok, "enqueue", json!(1)),
+            op(1, OpType::Invoke, "dequeue", Value::Null),
+            op(1, OpType::Ok, "dequeue", json!(1)),
+        ])
+        .unwrap();
+        let r = TotalQueueChecker.check(&h);
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+        assert_eq!(r.coverage.to_string(), "1 enqueues, 1 dequeues");
     }
 }

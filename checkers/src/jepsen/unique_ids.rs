@@ -3,7 +3,7 @@
 
 use super::{plural, MAX_LISTED};
 use crate::history::{value_key_string, History, Outcome};
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -73,6 +73,51 @@ impl Checker for UniqueIdsChecker {
             ),
         };
         r.details = details;
-        r
+        r.with_coverage(Coverage::of([
+            ("attempted", attempted as u64),
+            ("ids", acknowledged as u64),
+        ]))
+        .unless_unobserved(
+            acknowledged as u64,
+            "no acknowledged generate (no id returned)",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+
+    fn generate(p: u64, done: OpType, id: Value) -> [Op; 2] {
+        [
+            Op::new(Process::Client(p), OpType::Invoke, "generate", Value::Null),
+            Op::new(Process::Client(p), done, "generate", id),
+        ]
+    }
+
+    #[test]
+    fn no_acknowledged_id_is_unknown() {
+        let mut ops = generate(0, OpType::Info, Value::Null).to_vec();
+        ops.extend(generate(1, OpType::Fail, Value::Null));
+        let r = UniqueIdsChecker.check(&History::new(ops).unwrap());
+        assert_eq!(r.valid, Validity::Unknown, "{}", r.explanation);
+        assert!(
+            r.explanation.contains("no acknowledged generate"),
+            "{}",
+            r.explanation
+        );
+        assert_eq!(r.coverage.get("ids"), Some(0));
+    }
+
+    #[test]
+    fn distinct_ids_are_valid_and_a_repeat_is_invalid() {
+        let mut ops = generate(0, OpType::Ok, json!(1)).to_vec();
+        ops.extend(generate(1, OpType::Ok, json!(2)));
+        let r = UniqueIdsChecker.check(&History::new(ops.clone()).unwrap());
+        assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+        ops.extend(generate(2, OpType::Ok, json!(1)));
+        let r = UniqueIdsChecker.check(&History::new(ops).unwrap());
+        assert_eq!(r.valid, Validity::Invalid, "{}", r.explanation);
     }
 }

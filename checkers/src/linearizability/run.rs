@@ -8,7 +8,7 @@ use super::prepare::prepare;
 use super::search::{search, Budget, Mode, Outcome, Part, Progress, Stop};
 use super::LinearizabilityOptions;
 use crate::history::History;
-use crate::verdict::{CheckResult, Validity};
+use crate::verdict::{CheckResult, Coverage, Validity};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -65,6 +65,7 @@ fn run<M: Model>(
             return r;
         }
     };
+    let coverage = coverage(&parts, split);
     // Largest parts first, so the slowest part starts early and the tail stays short.
     parts.sort_by_key(|p| std::cmp::Reverse(p.ops.len()));
     let budget = Budget {
@@ -85,7 +86,7 @@ fn run<M: Model>(
         })
         .min_by(|a, b| a.0.key.cmp(&b.0.key));
     if let Some((part, prog)) = invalid {
-        return explain_invalid(model, history, part, prog, parts.len());
+        return explain_invalid(model, history, part, prog, parts.len()).with_coverage(coverage);
     }
     let stopped: Vec<_> = parts
         .iter()
@@ -96,7 +97,8 @@ fn run<M: Model>(
         })
         .collect();
     if !stopped.is_empty() {
-        return explain_stopped(model, history, &stopped, parts.len(), &options.bounds);
+        return explain_stopped(model, history, &stopped, parts.len(), &options.bounds)
+            .with_coverage(coverage);
     }
     let ops: usize = parts.iter().map(|p| p.ops.len()).sum();
     let mut r = CheckResult::new(
@@ -110,7 +112,29 @@ fn run<M: Model>(
         ),
     );
     r.details = json!({"parts": parts.len(), "ops_checked": ops});
-    r
+    let completed = coverage.get("ops").unwrap_or(0);
+    r.with_coverage(coverage).unless_unobserved(
+        completed,
+        "no completed op (none ok, none an observed failure)",
+    )
+}
+
+/// What the search was given: completed ops (ok, or a failure the model observes), ops
+/// of unknown outcome it had to place or leave out, and keys (when split).
+fn coverage<Op>(parts: &[super::search::Part<Op>], split: bool) -> Coverage {
+    let (mut completed, mut unsure) = (0u64, 0u64);
+    for o in parts.iter().flat_map(|p| &p.ops) {
+        if o.required {
+            completed += 1;
+        } else {
+            unsure += 1;
+        }
+    }
+    let mut c = Coverage::of([("ops", completed), ("unsure ops", unsure)]);
+    if split && parts.iter().any(|p| p.key.is_some()) {
+        c.set("keys", parts.len() as u64);
+    }
+    c
 }
 
 /// A part's first step allowance; each retry multiplies it by [`ROUND_GROWTH`]. Growing

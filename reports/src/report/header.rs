@@ -176,11 +176,12 @@ pub fn header(summary: &RunSummary, test: Option<&Value>) -> Markup {
                     }
                 }
                 table.verdicts {
-                    tr { th { "checker" } th { "verdict" } th { "anomalies" } th { "ruled out" } }
+                    tr { th { "checker" } th { "verdict" } th { "checked" } th { "anomalies" } th { "ruled out" } }
                     @for r in &summary.results {
                         tr {
                             td { a href={ "#checker-" (r.checker) } { (r.checker) } }
                             td class=(verdict_class(r.valid)) { (r.valid.label()) }
+                            td { (r.coverage.to_string()) }
                             td { (r.anomaly_types.join(", ")) }
                             td { (r.not.join(", ")) }
                         }

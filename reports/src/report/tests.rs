@@ -81,6 +81,25 @@ fn every_section_is_present_and_the_header_repeats_the_run() {
 }
 
 #[test]
+fn each_checker_shows_what_it_checked_in_the_table_and_its_section() {
+    let h = register_history();
+    let html = page("kv-register", &h, &linearizable(), None);
+    let r = linearizable().check(&h);
+    let line = r.coverage.to_string();
+    assert!(line.starts_with("41 ops"), "{line}");
+    assert!(
+        html.contains(&format!("<td>{line}</td>")),
+        "no coverage cell"
+    );
+    assert!(
+        html.contains(&format!("Checked: {line}")),
+        "no coverage line"
+    );
+    let summary = RunSummary::new("x".into(), None, vec![r], history_stats(&h), None);
+    assert!(crate::summary_table(&summary).contains(&line));
+}
+
+#[test]
 fn a_bare_history_without_test_json_says_what_is_unknown() {
     let h = register_history();
     let html = page("history.jsonl", &h, &linearizable(), None);

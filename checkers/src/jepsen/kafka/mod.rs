@@ -36,7 +36,7 @@ mod decode;
 
 use super::{pair_json, MAX_LISTED};
 use crate::history::History;
-use crate::verdict::{CheckResult, Checker, Validity};
+use crate::verdict::{CheckResult, Checker, Coverage, Validity};
 use decode::{KafkaOps, Step};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -416,7 +416,28 @@ fn report(
             .map(|a| json!({"key": a.key, "what": a.what, "ops": evidence_of(a)}))
             .collect();
     }
-    let mut r = if problems.is_empty() {
+    let final_reads = ops.polls.iter().filter(|p| p.final_read).count();
+    let coverage = Coverage::of([
+        ("sends", ops.sends.len() as u64),
+        ("polls", ops.polls.len() as u64),
+        ("final polls", final_reads as u64),
+        ("malformed", ops.malformed.len() as u64),
+    ]);
+    let mut r = if problems.is_empty() && !ops.malformed.is_empty() {
+        let first = ops.malformed[0];
+        let index = pairs
+            .get(first)
+            .map(|p| history.op_index(p.complete_pos.unwrap_or(p.invoke_pos)));
+        CheckResult::new(
+            "kafka",
+            Validity::Unknown,
+            format!(
+                "{} ok ops have a value not of their f's shape (the first at index {}), so what they did is unknown; no anomaly among the rest",
+                ops.malformed.len(),
+                index.map_or("?".to_string(), |i| i.to_string())
+            ),
+        )
+    } else if problems.is_empty() {
         CheckResult::new(
             "kafka",
             Validity::Valid,
@@ -435,5 +456,6 @@ fn report(
         r
     };
     r.details = details;
-    r
+    r.with_coverage(coverage)
+        .unless_unobserved(ops.polls.len() as u64, "no ok poll")
 }

@@ -96,6 +96,7 @@ pub fn checker_sections(results: &[CheckResult], history: &History) -> Markup {
                         @if !r.also_not.is_empty() { "; and so also " (r.also_not.join(", ")) } }
                 }
                 @if !r.explanation.is_empty() { p.explanation { (r.explanation) } }
+                @if !r.coverage.is_empty() { p.coverage { "Checked: " (r.coverage.to_string()) } }
                 (drawn(r, history))
                 @if !r.evidence.is_empty() {
                     details {
