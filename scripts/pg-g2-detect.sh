@@ -13,16 +13,18 @@ sb=${SB:-./target/release/splitbrain}
 mkdir -p "$store"
 
 common=(--target postgres --nodes 1 --workload list-append --read-mode serializable
-        --rate 0 --nemesis none --no-progress --time-limit "$secs"
+        --rate 0 --no-progress --time-limit "$secs"
         --setting track_commit_timestamp=on)
 declare -A variant=(
-  [baseline]="--active-keys 3"
-  [fresh]="--active-keys 3 --ops-per-key 8"
-  [fresh-upsert]="--active-keys 3 --ops-per-key 8 --setting splitbrain.append=upsert"
-  [fresh-30clients]="--active-keys 3 --ops-per-key 8 --concurrency 30"
-  [fresh-30clients-upsert]="--active-keys 3 --ops-per-key 8 --concurrency 30 --setting splitbrain.append=upsert"
+  [baseline]="--nemesis none --active-keys 3"
+  [fresh]="--nemesis none --active-keys 3 --ops-per-key 8"
+  [fresh-upsert]="--nemesis none --active-keys 3 --ops-per-key 8 --setting splitbrain.append=upsert"
+  [fresh-30clients]="--nemesis none --active-keys 3 --ops-per-key 8 --concurrency 30"
+  [fresh-30clients-upsert]="--nemesis none --active-keys 3 --ops-per-key 8 --concurrency 30 --setting splitbrain.append=upsert"
+  [fresh-kill]="--nemesis kill --nemesis-interval 4 --active-keys 3 --ops-per-key 8"
+  [ci-kill]="--nemesis kill --nemesis-interval 3 --active-keys 3"
 )
-names=${VARIANTS:-baseline fresh fresh-upsert fresh-30clients fresh-30clients-upsert}
+names=${VARIANTS:-baseline fresh fresh-upsert fresh-30clients fresh-30clients-upsert fresh-kill ci-kill}
 
 printf '%-24s %4s %-8s %-40s %-12s %s\n' variant seed verdict anomalies ok/all missing-row-reads
 for v in $names; do

@@ -108,7 +108,7 @@ pub fn annotate(
                     names[0]
                 );
                 text.push_str(&render(&txns));
-                let c = confirm(steps, &lines);
+                let c = confirm(steps, &lines, &log);
                 all_confirmed &= c.confirmed;
                 for l in &c.lines {
                     let _ = writeln!(text, "  {l}");
@@ -183,8 +183,14 @@ fn appends<'a>(line: &'a Value, key: &Value, value: &Value) -> Vec<(&'a str, u64
         .collect()
 }
 
-/// Checks a cycle's transactions and edges against the statement log.
-pub fn confirm(steps: &[Value], lines: &HashMap<u64, &Value>) -> Confirmation {
+/// Checks a cycle's transactions and edges against the statement log (`lines`: the
+/// cycle's transactions; `all`: every line, where a ww edge's order is looked for in
+/// what any transaction's SELECT was answered).
+pub fn confirm(
+    steps: &[Value],
+    lines: &HashMap<u64, &Value>,
+    all: &HashMap<(u64, u64), Value>,
+) -> Confirmation {
     let mut out = Vec::new();
     let mut ok = true;
     for s in steps {
@@ -272,6 +278,30 @@ pub fn confirm(steps: &[Value], lines: &HashMap<u64, &Value>) -> Confirmation {
                 match seen {
                     Some((at, Some(list))) if wrote.iter().any(|(_, n)| *n == 1) => Some(format!(
                         "T{a} -wr-> T{b}: T{b}'s SELECT of key {key} (sent at {:.3} ms) found {list:?}, holding {v}, which T{a} appended",
+                        at as f64 / 1000.0
+                    )),
+                    _ => None,
+                }
+            }
+            ("ww", Some(la), Some(lb)) => {
+                let (v1, v2) = (&d["value"], &d["value'"]);
+                let (w1, w2) = (appends(la, key, v1), appends(lb, key, v2));
+                let pos =
+                    |l: &[i64], v: &Value| v.as_i64().and_then(|x| l.iter().position(|e| *e == x));
+                // A SELECT of the key, by any transaction, answered with v1 right before v2.
+                let order = all
+                    .values()
+                    .flat_map(|l| selects(l, key))
+                    .find_map(|(at, l)| {
+                        let l = l?;
+                        let (p1, p2) = (pos(&l, v1)?, pos(&l, v2)?);
+                        (p1 + 1 == p2).then_some(at)
+                    });
+                match order {
+                    Some(at) if w1.iter().any(|(_, n)| *n == 1) && w2.iter().any(|(_, n)| *n == 1) => Some(format!(
+                        "T{a} -ww-> T{b}: T{a} appended {v1} and T{b} appended {v2} to key {key} ({} / {}); a SELECT of key {key} sent at {:.3} ms was answered with {v2} right after {v1}",
+                        w1.iter().map(|(verb, n)| format!("{verb}: {n} row(s)")).collect::<Vec<_>>().join(", then "),
+                        w2.iter().map(|(verb, n)| format!("{verb}: {n} row(s)")).collect::<Vec<_>>().join(", then "),
                         at as f64 / 1000.0
                     )),
                     _ => None,
@@ -384,7 +414,7 @@ mod tests {
     use splitbrain_checkers::Op;
 
     fn op(index: u64, process: u64, t: OpType) -> Op {
-        let mut o = Op::new(Process::Client(process), t, "txn".into(), json!([]));
+        let mut o = Op::new(Process::Client(process), t, "txn", json!([]));
         o.index = index;
         o
     }
@@ -490,7 +520,7 @@ mod tests {
     fn a_cycle_whose_reads_and_commits_are_in_the_log_is_confirmed() {
         let (steps, lines) = ci_cycle(json!({"rows": []}));
         let refs: HashMap<u64, &Value> = lines.iter().map(|(k, v)| (*k, v)).collect();
-        let c = confirm(&steps, &refs);
+        let c = confirm(&steps, &refs, &HashMap::new());
         assert!(c.confirmed, "{:#?}", c.lines);
         let text = c.lines.join("\n");
         assert!(text.contains("found NO ROW, without 7259"), "{text}");
@@ -505,7 +535,7 @@ mod tests {
         // The server answered the read with the row: the history's empty read was ours.
         let (steps, lines) = ci_cycle(json!({"rows": [[7259]]}));
         let refs: HashMap<u64, &Value> = lines.iter().map(|(k, v)| (*k, v)).collect();
-        let c = confirm(&steps, &refs);
+        let c = confirm(&steps, &refs, &HashMap::new());
         assert!(!c.confirmed);
         assert!(
             c.lines.iter().any(|l| l.contains("T1 -rw-> T2: NOT shown")),
@@ -516,7 +546,7 @@ mod tests {
         let (steps, mut lines) = ci_cycle(json!({"rows": []}));
         lines.get_mut(&2).unwrap()["xact_status"] = json!("aborted");
         let refs: HashMap<u64, &Value> = lines.iter().map(|(k, v)| (*k, v)).collect();
-        let c = confirm(&steps, &refs);
+        let c = confirm(&steps, &refs, &HashMap::new());
         assert!(!c.confirmed);
         assert!(
             c.lines.iter().any(|l| l.contains("T2: NOT confirmed")),
@@ -527,6 +557,38 @@ mod tests {
         let (steps, mut lines) = ci_cycle(json!({"rows": []}));
         lines.get_mut(&3).unwrap()["isolation"] = json!("repeatable read");
         let refs: HashMap<u64, &Value> = lines.iter().map(|(k, v)| (*k, v)).collect();
-        assert!(!confirm(&steps, &refs).confirmed);
+        assert!(!confirm(&steps, &refs, &HashMap::new()).confirmed);
+    }
+
+    #[test]
+    fn a_ww_edge_needs_both_appends_and_an_answer_that_orders_them() {
+        let steps = vec![
+            json!({"from": 1, "to": 2, "type": "ww", "detail": {"key": 262, "value": 13154, "value'": 13156}}),
+        ];
+        let t1 = txn(
+            Some("8541"),
+            &[(UPSERT, json!([262, 13154]), json!({"rows_affected": 1}))],
+            0,
+        );
+        let t2 = txn(
+            Some("8545"),
+            &[(UPDATE, json!([262, 13156]), json!({"rows_affected": 1}))],
+            200,
+        );
+        let lines = HashMap::from([(1, &t1), (2, &t2)]);
+        let reader = |list: Value| {
+            txn(
+                None,
+                &[(SELECT, json!([262]), json!({"rows": [list]}))],
+                400,
+            )
+        };
+        let all = HashMap::from([((0, 0), reader(json!([13154, 13156, 13160])))]);
+        let c = confirm(&steps, &lines, &all);
+        assert!(c.confirmed, "{:#?}", c.lines);
+        // Answered the other way round: the order is not the server's.
+        let all = HashMap::from([((0, 0), reader(json!([13156, 13154])))]);
+        assert!(!confirm(&steps, &lines, &all).confirmed);
+        assert!(!confirm(&steps, &lines, &HashMap::new()).confirmed);
     }
 }
