@@ -23,8 +23,11 @@ declare -A variant=(
   [fresh-30clients-upsert]="--nemesis none --active-keys 3 --ops-per-key 8 --concurrency 30 --setting splitbrain.append=upsert"
   [fresh-kill]="--nemesis kill --nemesis-interval 4 --active-keys 3 --ops-per-key 8"
   [ci-kill]="--nemesis kill --nemesis-interval 3 --active-keys 3"
+  [baseline-upsert]="--nemesis none --active-keys 3 --setting splitbrain.append=upsert"
+  [long-lists]="--nemesis none --active-keys 3 --ops-per-key 400"
+  [long-lists-upsert]="--nemesis none --active-keys 3 --ops-per-key 400 --setting splitbrain.append=upsert"
 )
-names=${VARIANTS:-baseline fresh fresh-upsert fresh-30clients fresh-30clients-upsert fresh-kill ci-kill}
+names=${VARIANTS:-baseline fresh fresh-upsert fresh-30clients fresh-30clients-upsert fresh-kill ci-kill baseline-upsert long-lists long-lists-upsert}
 
 printf '%-24s %4s %-8s %-40s %-12s %s\n' variant seed verdict anomalies ok/all missing-row-reads
 for v in $names; do
