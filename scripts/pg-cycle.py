@@ -245,12 +245,18 @@ def replay(args):
     return 0 if reproduced else 1
 
 
+def snapshot_sent(line):
+    sts = [st for st in statements_of(line) if not st["sql"].startswith("BEGIN")]
+    return sts[0]["sent_us"] if sts else float("inf")
+
+
 def replay_order(lines):
     """The cycle's statements in the order they were sent, except that a COMMIT comes after
-    every statement of another transaction of the cycle that was sent before the COMMIT
-    was answered and was answered without the committing transaction's appends (a SELECT
-    of a key it appended to, answered without its value): in the run that commit took
-    effect after those statements, while its answer was on its way."""
+    every SELECT of another transaction of the cycle that was answered without the
+    committing transaction's appends (a key it appended to, without its value) and whose
+    snapshot was taken before the COMMIT was answered: after that SELECT when it too was
+    sent before the answer, else after the snapshot (its transaction's first statement).
+    In the run that commit took effect after those, while its answer was on its way."""
     stmts = [(st["sent_us"], t, st) for t, l in lines.items() for st in statements_of(l)
              if st["sql"] in TABLE_SQL or st["sql"].startswith("BEGIN") or st["sql"] == "COMMIT"]
     placed = []
@@ -260,14 +266,18 @@ def replay_order(lines):
             wrote = {(w["params"][0], w["params"][1]) for w in statements_of(lines[t])
                      if w["sql"] in TABLE_SQL and not w["sql"].startswith("SELECT")}
             for sent2, t2, st2 in stmts:
-                if t2 == t or not st2["sql"].startswith("SELECT") or sent2 >= st["done_us"]:
+                # The other transaction's snapshot: taken at its first statement after BEGIN.
+                snap = snapshot_sent(lines[t2])
+                if t2 == t or not st2["sql"].startswith("SELECT") or snap >= st["done_us"]:
                     continue
                 k = st2["params"][0]
                 got = rows_list(st2)
                 if got == "error":
                     continue
                 if any(k == wk and (got is None or wv not in got) for wk, wv in wrote):
-                    at = max(at, sent2 + 0.5)
+                    # After the read when it was sent before the answer, else after the
+                    # snapshot that made it miss the write.
+                    at = max(at, (sent2 if sent2 < st["done_us"] else snap) + 0.5)
         placed.append((at, t, st))
     placed.sort(key=lambda x: x[0])
     return [(t, st) for _, t, st in placed]
