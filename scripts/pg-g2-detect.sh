@@ -26,6 +26,7 @@ declare -A variant=(
   [baseline-upsert]="--nemesis none --active-keys 3 --setting splitbrain.append=upsert"
   [long-lists]="--nemesis none --active-keys 3 --ops-per-key 400"
   [long-lists-upsert]="--nemesis none --active-keys 3 --ops-per-key 400 --setting splitbrain.append=upsert"
+  [baseline-serverlog]="--nemesis none --active-keys 3 --setting log_statement=all --setting log_line_prefix=%m|%p|%x|"
 )
 names=${VARIANTS:-baseline fresh fresh-upsert fresh-30clients fresh-30clients-upsert fresh-kill ci-kill baseline-upsert long-lists long-lists-upsert}
 
