@@ -59,6 +59,21 @@ pub fn op_slots(history: &History, concurrency: usize) -> HashMap<u64, (u64, u64
     out
 }
 
+/// The log line of the op the history names `index`: the line of its (slot, seq), when
+/// that line recorded the same completion value (setup ops, which run on clients of
+/// slots 0.., shift a slot's count; a line that does not match is not used).
+fn line_for<'l>(
+    history: &History,
+    slots: &HashMap<u64, (u64, u64)>,
+    log: &'l HashMap<(u64, u64), Value>,
+    index: u64,
+) -> Option<&'l Value> {
+    let line = log.get(slots.get(&index)?)?;
+    let pos = (0..history.len()).find(|&p| history.op_index(p) == index)?;
+    let op = history.op(pos)?;
+    (line["value"] == op.value).then_some(line)
+}
+
 /// Adds `details.statement_log` (the text) and `details.statement_log_confirmed` (every
 /// cycle shown was confirmed) to every result with cycles, when the run has a log.
 pub fn annotate(
@@ -91,7 +106,7 @@ pub fn annotate(
                     continue;
                 }
                 any = true;
-                let line_of = |ix: &u64| slots.get(ix).and_then(|k| log.get(k));
+                let line_of = |ix: &u64| line_for(history, &slots, &log, *ix);
                 let txns: Vec<(String, Option<&Value>)> = ids
                     .iter()
                     .map(|ix| (format!("T{ix}"), line_of(ix)))
@@ -435,6 +450,13 @@ mod tests {
         assert_eq!(m[&2], (0, 0));
         assert_eq!(m[&4], (1, 0));
         assert_eq!(m[&5], (0, 1), "the second op of slot 0, by a fresh process");
+        // A line is used only when it recorded the op's completion value.
+        let log = HashMap::from([
+            ((1, 0), json!({"value": []})),
+            ((0, 1), json!({"value": [["r", 1, [7]]]})),
+        ]);
+        assert!(line_for(&h, &m, &log, 4).is_some());
+        assert!(line_for(&h, &m, &log, 5).is_none(), "another op's line");
     }
 
     #[test]
