@@ -250,7 +250,14 @@ pub async fn finish_run(
         (history, r)
     })
     .await?;
-    let (history, results) = results;
+    let (history, mut results) = results;
+    // A PostgreSQL run's statement log, when it has one: each cycle's statements.
+    crate::target::postgres::evidence::annotate(
+        &mut results,
+        &history,
+        &run_dir.path,
+        spec.concurrency,
+    );
     let summary = store_summary_with(spec, run_dir, results, &history, incomplete, net)?;
     Ok(RunOutcome {
         summary,

@@ -120,6 +120,11 @@ pub fn summary_table(s: &RunSummary) -> String {
         if r.valid != splitbrain_checkers::Validity::Valid && !r.explanation.is_empty() {
             out.push_str(&format!("\n{}: {}", r.checker, r.explanation));
         }
+        // The statements a database client sent and received for a cycle's transactions
+        // (a PostgreSQL run's statement log).
+        if let Some(log) = r.details.get("statement_log").and_then(|v| v.as_str()) {
+            out.push_str(&format!("\n{log}"));
+        }
     }
     out
 }

@@ -75,7 +75,21 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
             (inferred.to_string(), checkers)
         }
     };
-    let results = check_history(&history, &checkers, &check, stored.test.as_ref());
+    let mut results = check_history(&history, &checkers, &check, stored.test.as_ref());
+    if a.path.is_dir() {
+        // A PostgreSQL run's statement log: each cycle's statements and confirmation.
+        let concurrency = stored
+            .test
+            .as_ref()
+            .and_then(|t| t["concurrency"].as_u64())
+            .unwrap_or(1) as usize;
+        splitbrain::target::postgres::evidence::annotate(
+            &mut results,
+            &history,
+            &a.path,
+            concurrency,
+        );
+    }
     let run_dir = a.path.is_dir().then(|| a.path.display().to_string());
     let mut summary = RunSummary::new(
         history_path.display().to_string(),

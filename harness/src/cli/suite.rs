@@ -205,7 +205,9 @@ fn run_cells(
     if let Some(e) = first_error.into_inner().ok().flatten() {
         return Err(e);
     }
-    let done = done.into_inner().map_err(|_| anyhow::anyhow!("a suite run panicked"))?;
+    let done = done
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a suite run panicked"))?;
     Ok(suite
         .cells
         .iter()

@@ -101,7 +101,9 @@ pub(crate) struct TestArgs {
     #[arg(long)]
     transport: Option<String>,
     /// A server setting of a database target, NAME=VALUE (repeatable; mariadb: a server
-    /// variable written to each node's option file, e.g. innodb_snapshot_isolation=ON).
+    /// variable written to each node's option file, e.g. innodb_snapshot_isolation=ON;
+    /// postgres: `-c NAME=VALUE`, e.g. track_commit_timestamp=on, except the client's own
+    /// splitbrain.append=update-insert|upsert and splitbrain.statement_log=on|off).
     #[arg(long = "setting")]
     settings: Vec<String>,
     /// Hedged reads: the shortest delay before the second request, in ms (the delay is
@@ -208,7 +210,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         target = match target.with_settings(&a.settings) {
             Some(configured) => configured.map_err(usage)?,
             None => return Err(usage(format!(
-                "--setting applies to database targets that take server settings (mariadb), not {}",
+                "--setting applies to database targets that take server settings (mariadb, postgres), not {}",
                 a.target
             ))),
         };

@@ -354,7 +354,7 @@ pub fn all() -> Vec<std::sync::Arc<dyn Target>> {
         std::sync::Arc::new(bayou::BayouTarget),
         std::sync::Arc::new(etcd::EtcdTarget),
         std::sync::Arc::new(redis::RedisTarget),
-        std::sync::Arc::new(postgres::PostgresTarget),
+        std::sync::Arc::new(postgres::PostgresTarget::default()),
         std::sync::Arc::new(mariadb::MariaDbTarget::default()),
     ]
 }

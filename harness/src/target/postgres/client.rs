@@ -8,11 +8,14 @@
 //! the op timed out or another error came back after COMMIT was sent.
 
 use super::server::SUPERUSER;
-use super::sql::{self, Step, Table};
+use super::sql::{self, AppendMode, Step, Table};
+use super::statement_log::{self, StatementLog, TxnTrace};
 use crate::target::{BoxFuture, Client, Completion, Invocation};
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
@@ -51,6 +54,10 @@ pub(super) async fn connect(
 struct Session {
     client: tokio_postgres::Client,
     statements: Vec<Statement>,
+    /// The statement log's questions before and after COMMIT, prepared when there is a log.
+    probes: Option<(Statement, Statement)>,
+    /// The backend serving the connection (`pg_backend_pid()`), when there is a log.
+    pid: Option<i32>,
 }
 
 /// A server a client sends transactions to.
@@ -78,6 +85,11 @@ pub(super) struct PgClient {
     timeout: Duration,
     primary: Endpoint,
     reader: Option<Endpoint>,
+    append: AppendMode,
+    /// The worker slot this client serves.
+    slot: usize,
+    /// The run's statement log and this slot's op counter in it, when there is one.
+    log: Option<(Arc<StatementLog>, Arc<AtomicU64>)>,
 }
 
 impl PgClient {
@@ -88,6 +100,9 @@ impl PgClient {
         reader: Option<Server>,
         table: Table,
         timeout: Duration,
+        append: AppendMode,
+        slot: usize,
+        log: Option<Arc<StatementLog>>,
     ) -> PgClient {
         let endpoint = |server| Endpoint {
             server,
@@ -99,6 +114,12 @@ impl PgClient {
             timeout,
             primary: endpoint(primary),
             reader: reader.map(endpoint),
+            append,
+            slot,
+            log: log.map(|l| {
+                let counter = l.slot_counter(slot);
+                (l, counter)
+            }),
         }
     }
 }
@@ -148,7 +169,12 @@ impl Endpoint {
     /// that refuses connections (down, or recovering after a kill) is asked again every
     /// [`RECONNECT_GAP`] until `deadline` is near: the op then fails, having reached
     /// nothing, and a down server costs a few failed ops per client, not thousands.
-    async fn session(&mut self, table: Table, deadline: Instant) -> Result<&mut Session, TxnError> {
+    async fn session(
+        &mut self,
+        table: Table,
+        deadline: Instant,
+        logged: bool,
+    ) -> Result<&mut Session, TxnError> {
         if self.session.is_none() {
             let before = |message: String| TxnError {
                 stage: Stage::BeforeCommit,
@@ -179,7 +205,30 @@ impl Endpoint {
                         .map_err(TxnError::at(Stage::BeforeCommit))?,
                 );
             }
-            self.session = Some(Session { client, statements });
+            let (mut probes, mut pid) = (None, None);
+            if logged {
+                let at = TxnError::at(Stage::BeforeCommit);
+                let pre = client
+                    .prepare(statement_log::PRE_COMMIT)
+                    .await
+                    .map_err(&at)?;
+                let post = client
+                    .prepare(statement_log::POST_COMMIT)
+                    .await
+                    .map_err(&at)?;
+                probes = Some((pre, post));
+                let row = client
+                    .query_one(statement_log::BACKEND_PID, &[])
+                    .await
+                    .map_err(&at)?;
+                pid = Some(row.try_get::<_, i32>(0).map_err(&at)?);
+            }
+            self.session = Some(Session {
+                client,
+                statements,
+                probes,
+                pid,
+            });
         }
         self.session.as_mut().ok_or_else(|| TxnError {
             stage: Stage::BeforeCommit,
@@ -194,18 +243,29 @@ impl Endpoint {
         &mut self,
         table: Table,
         steps: &[Step],
-        stage: &mut Stage,
-        deadline: Instant,
+        (stage, deadline, append): (&mut Stage, Instant, AppendMode),
+        trace: &mut TxnTrace,
     ) -> Result<Vec<Value>, TxnError> {
         let begin = self.server.begin;
-        let session = self.session(table, deadline).await?;
+        let session = self.session(table, deadline, trace.on()).await?;
+        trace.set("pid", json!(session.pid));
         let before = TxnError::at(Stage::BeforeCommit);
-        session.client.batch_execute(begin).await.map_err(&before)?;
+        let sent = trace.now_us();
+        let begun = session.client.batch_execute(begin).await;
+        trace.statement(sent, begin, json!([]), simple_result(&begun));
+        begun.map_err(&before)?;
         let mut results = Vec::with_capacity(steps.len());
         for step in steps {
-            match sql::perform(&session.client, &session.statements, table, step)
-                .await
-                .map_err(&before)?
+            match sql::perform(
+                &session.client,
+                &session.statements,
+                table,
+                step,
+                append,
+                trace,
+            )
+            .await
+            .map_err(&before)?
             {
                 Ok(v) => results.push(v),
                 // The transaction's own decision (not enough money): roll back, fail.
@@ -219,12 +279,47 @@ impl Endpoint {
                 }
             }
         }
+        if let Some((pre, _)) = &session.probes {
+            // Answered only by a transaction that is not aborted: its COMMIT commits or
+            // fails, never quietly rolls back.
+            let sent = trace.now_us();
+            let asked = session.client.query_one(pre, &[]).await;
+            let result = match &asked {
+                Ok(row) => {
+                    let xid: Option<String> = row.try_get(0).unwrap_or(None);
+                    let isolation: Option<String> = row.try_get(1).ok();
+                    trace.xid = xid.clone();
+                    trace.set("isolation", json!(isolation));
+                    json!({"rows": [[xid, isolation]]})
+                }
+                Err(e) => statement_log::error_result(e),
+            };
+            trace.statement(sent, statement_log::PRE_COMMIT, json!([]), result);
+            asked.map_err(&before)?;
+        }
         *stage = Stage::Committing;
-        session
-            .client
-            .batch_execute("COMMIT")
-            .await
-            .map_err(TxnError::at(Stage::Committing))?;
+        let sent = trace.now_us();
+        let committed = session.client.batch_execute("COMMIT").await;
+        trace.statement(sent, "COMMIT", json!([]), simple_result(&committed));
+        committed.map_err(TxnError::at(Stage::Committing))?;
+        if let Some((_, post)) = &session.probes {
+            // After the commit, outside the transaction; the op is ok whatever this says.
+            let sent = trace.now_us();
+            let xid = trace.xid.clone();
+            let asked = session.client.query_one(post, &[&xid]).await;
+            let result = match &asked {
+                Ok(row) => {
+                    let field = |i| row.try_get::<_, Option<String>>(i).unwrap_or(None);
+                    let (lsn, status, ts) = (field(0), field(1), field(2));
+                    trace.set("commit_lsn_after", json!(lsn));
+                    trace.set("xact_status", json!(status));
+                    trace.set("commit_timestamp", json!(ts));
+                    json!({"rows": [[lsn, status, ts]]})
+                }
+                Err(e) => statement_log::error_result(e),
+            };
+            trace.statement(sent, statement_log::POST_COMMIT, json!([xid]), result);
+        }
         Ok(results)
     }
 
@@ -249,15 +344,31 @@ impl Endpoint {
     }
 }
 
+/// What a simple-protocol statement's answer is recorded as.
+fn simple_result(r: &Result<(), tokio_postgres::Error>) -> Value {
+    match r {
+        Ok(()) => json!("ok"),
+        Err(e) => statement_log::error_result(e),
+    }
+}
+
 impl Client for PgClient {
     fn invoke<'a>(&'a mut self, op: &'a Invocation) -> BoxFuture<'a, Completion> {
         Box::pin(async move {
-            let (table, timeout) = (self.table, self.timeout);
+            let (table, timeout, append) = (self.table, self.timeout, self.append);
+            let mut trace = match &self.log {
+                Some((log, counter)) => {
+                    let seq = counter.fetch_add(1, Ordering::SeqCst);
+                    TxnTrace::new(Some(log.clone()), self.slot, seq, &op.value)
+                }
+                None => TxnTrace::new(None, self.slot, 0, &op.value),
+            };
             let steps = match sql::steps(op, table) {
                 Ok(s) => s,
                 // Nothing was sent, so nothing happened.
                 Err(e) => {
                     let node = Some(self.primary.server.node.clone());
+                    trace.finish("fail", &op.value, Some(&e));
                     return completion(OpType::Fail, op.value.clone(), node, Some(e));
                 }
             };
@@ -266,16 +377,18 @@ impl Client for PgClient {
                 _ => &mut self.primary,
             };
             let node = Some(endpoint.server.node.clone());
+            trace.set("node", json!(node));
             let mut stage = Stage::BeforeCommit;
             let deadline = Instant::now() + timeout;
             let outcome = tokio::time::timeout_at(
                 deadline,
-                endpoint.run(table, &steps, &mut stage, deadline),
+                endpoint.run(table, &steps, (&mut stage, deadline, append), &mut trace),
             )
             .await;
             let e = match outcome {
                 Ok(Ok(results)) => {
                     let value = sql::recorded_value(op, &steps, results);
+                    trace.finish("ok", &value, None);
                     return completion(OpType::Ok, value, node, None);
                 }
                 Ok(Err(e)) => e,
@@ -300,6 +413,12 @@ impl Client for PgClient {
                 (OpType::Info, _) => format!("{} during COMMIT", e.message),
                 _ => e.message,
             };
+            let outcome = if op_type == OpType::Fail {
+                "fail"
+            } else {
+                "info"
+            };
+            trace.finish(outcome, &op.value, Some(&message));
             completion(op_type, op.value.clone(), node, Some(message))
         })
     }

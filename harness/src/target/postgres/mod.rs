@@ -9,19 +9,87 @@
 //! outcomes are judged.
 
 mod client;
+pub mod evidence;
 mod replication;
 mod server;
 mod sql;
+pub mod statement_log;
 
 use super::{BoxFuture, BugInfo, Client, ClockSource, Target, TargetOptions};
 use crate::cluster::{NodeLayout, RunAs};
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER};
 
-/// PostgreSQL: a primary and its hot standbys, at the isolation level of `--read-mode`.
-pub struct PostgresTarget;
+/// PostgreSQL: a primary and its hot standbys, at the isolation level of `--read-mode`,
+/// with the settings of `--setting`.
+#[derive(Default)]
+pub struct PostgresTarget {
+    settings: Settings,
+    /// The run's statement log, opened when the primary's arguments are made (the first
+    /// moment the target learns the run directory), shared by every client.
+    log: OnceLock<Option<Arc<statement_log::StatementLog>>>,
+}
+
+/// What `--setting NAME=VALUE` set: names under `splitbrain.` are the clients' own (a
+/// prefix PostgreSQL itself reserves for extensions' settings), every other one is a
+/// server setting passed as `-c NAME=VALUE`.
+#[derive(Debug, Clone, PartialEq)]
+struct Settings {
+    /// `splitbrain.append=update-insert|upsert`: how list-append appends.
+    append: sql::AppendMode,
+    /// `splitbrain.statement_log=on|off` (default on): record every statement in the
+    /// run's `statements.jsonl`.
+    statement_log: bool,
+    /// Server settings, in the order given.
+    server: Vec<(String, String)>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            append: sql::AppendMode::default(),
+            statement_log: true,
+            server: Vec::new(),
+        }
+    }
+}
+
+impl Settings {
+    fn parse(given: &[String]) -> Result<Settings, String> {
+        let mut s = Settings::default();
+        for g in given {
+            let Some((name, value)) = g.split_once('=') else {
+                return Err(format!("--setting {g}: expected NAME=VALUE"));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            {
+                return Err(format!("--setting {g}: not a PostgreSQL setting name"));
+            }
+            match name {
+                "splitbrain.append" => s.append = sql::AppendMode::parse(value)?,
+                "splitbrain.statement_log" => {
+                    s.statement_log = match value {
+                        "on" => true,
+                        "off" => false,
+                        other => return Err(format!("splitbrain.statement_log={other}: expected on or off")),
+                    }
+                }
+                n if n.starts_with("splitbrain.") => {
+                    return Err(format!("--setting {g}: the client settings are splitbrain.append and splitbrain.statement_log"))
+                }
+                _ => s.server.push((name.to_string(), value.to_string())),
+            }
+        }
+        Ok(s)
+    }
+}
 
 /// Read modes: the isolation levels, strongest first (the default).
 const ISOLATION_LEVELS: &[(&str, &str)] = &[
@@ -47,7 +115,7 @@ impl Target for PostgresTarget {
         "postgres"
     }
     fn description(&self) -> &'static str {
-        "PostgreSQL 15 (Debian package postgresql), servers as child processes: n1 the primary, n2.. hot standbys streaming from it; read modes = isolation levels; --read-from primary|replica (read-only txns to a standby, at REPEATABLE READ READ ONLY); --replication async|sync (sync: remote_apply on every standby); kill -9 and pause reach the postmaster and every backend; no failover"
+        "PostgreSQL 15 (Debian package postgresql), servers as child processes: n1 the primary, n2.. hot standbys streaming from it; read modes = isolation levels; --read-from primary|replica (read-only txns to a standby, at REPEATABLE READ READ ONLY); --replication async|sync (sync: remote_apply on every standby); kill -9 and pause reach the postmaster and every backend; no failover; --setting NAME=VALUE: server settings (-c), splitbrain.append=update-insert|upsert, splitbrain.statement_log=on|off (default on: statements.jsonl)"
     }
     fn binary_name(&self) -> &'static str {
         // Debian's directory first (a fresh machine may have only that), then PATH.
@@ -80,10 +148,18 @@ impl Target for PostgresTarget {
     fn accepted_flags(&self) -> Vec<&str> {
         vec!["read-from", "replication"]
     }
+    fn with_settings(&self, settings: &[String]) -> Option<Result<Arc<dyn Target>, String>> {
+        Some(Settings::parse(settings).map(|settings| {
+            Arc::new(PostgresTarget {
+                settings,
+                log: OnceLock::new(),
+            }) as Arc<dyn Target>
+        }))
+    }
 
     fn node_args(
         &self,
-        _i: usize,
+        i: usize,
         client_addr: SocketAddr,
         _peer_listen: SocketAddr,
         peer_addrs: &[SocketAddr],
@@ -91,6 +167,20 @@ impl Target for PostgresTarget {
         opts: &TargetOptions,
     ) -> Vec<String> {
         let work = WorkDir::for_node(data_dir);
+        if i == 0 && self.settings.statement_log {
+            // The node's data directory is `<run>/nodes/n1/data`.
+            let run = data_dir.ancestors().nth(3);
+            self.log.get_or_init(|| {
+                let log = run.map(statement_log::StatementLog::create)?;
+                match log {
+                    Ok(l) => Some(Arc::new(l)),
+                    Err(e) => {
+                        eprintln!("splitbrain: no statement log: {e}");
+                        None
+                    }
+                }
+            });
+        }
         let mut args = vec![
             "-D".to_string(),
             work.pgdata().display().to_string(),
@@ -116,6 +206,7 @@ impl Target for PostgresTarget {
         ]
         .into_iter()
         .chain(replication::settings(nodes, replication))
+        .chain(self.settings.server.iter().map(|(n, v)| format!("{n}={v}")))
         {
             args.push("-c".into());
             args.push(setting);
@@ -226,6 +317,9 @@ impl Target for PostgresTarget {
             reader,
             sql::Table::for_workload(&opts.workload),
             opts.op_timeout,
+            self.settings.append,
+            home,
+            self.log.get().cloned().flatten(),
         ))
     }
 }
@@ -244,7 +338,7 @@ mod tests {
     #[test]
     fn read_modes_are_isolation_levels_serializable_first() {
         assert_eq!(
-            PostgresTarget.read_modes(),
+            PostgresTarget::default().read_modes(),
             vec!["serializable", "repeatable-read", "read-committed"]
         );
         assert_eq!(begin_statement(None), "BEGIN ISOLATION LEVEL SERIALIZABLE");
@@ -257,7 +351,7 @@ mod tests {
     #[test]
     fn the_server_listens_on_loopback_with_fsync_and_its_own_socket_dir() {
         let data = std::path::Path::new("/store/run/nodes/n1/data");
-        let args = PostgresTarget.node_args(
+        let args = PostgresTarget::default().node_args(
             0,
             "127.0.0.1:15432".parse().unwrap(),
             "127.0.0.1:15433".parse().unwrap(),

@@ -8,6 +8,7 @@
 //! as an application would: what each isolation level makes of that is the test), and
 //! refuses to take a balance below zero; a read is one SELECT of every account.
 
+use super::statement_log::{self, TxnTrace};
 use serde_json::{json, Value};
 use tokio_postgres::{Client, Statement};
 
@@ -137,18 +138,75 @@ pub fn only_reads(steps: &[Step]) -> bool {
         .all(|s| matches!(s, Step::Read { .. } | Step::ReadAll))
 }
 
-/// Runs one step. The outer error is the server's; the inner one the transaction's own
-/// refusal (a transfer that would overdraw), which the caller rolls back.
+/// How list-append appends: `UPDATE` first and, when it matched no row, `INSERT ... ON
+/// CONFLICT DO UPDATE` (the default), or only the upsert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AppendMode {
+    /// `UPDATE`, then the upsert when no row matched.
+    #[default]
+    UpdateThenInsert,
+    /// `INSERT ... ON CONFLICT (k) DO UPDATE SET v = l.v || x` alone.
+    Upsert,
+}
+
+impl AppendMode {
+    /// The mode named by `--setting splitbrain.append=NAME`.
+    pub fn parse(name: &str) -> Result<AppendMode, String> {
+        match name {
+            "update-insert" => Ok(AppendMode::UpdateThenInsert),
+            "upsert" => Ok(AppendMode::Upsert),
+            other => Err(format!(
+                "splitbrain.append={other}: expected update-insert or upsert"
+            )),
+        }
+    }
+}
+
+/// What a statement's rows are recorded as in the statement log.
+fn rows_result(rows: &[Value]) -> Value {
+    json!({ "rows": rows })
+}
+
+/// Runs one step, recording each statement in `trace`. The outer error is the server's;
+/// the inner one the transaction's own refusal (a transfer that would overdraw), which
+/// the caller rolls back.
 pub async fn perform(
     client: &Client,
     statements: &[Statement],
     table: Table,
     step: &Step,
+    append: AppendMode,
+    trace: &mut TxnTrace,
 ) -> Result<Result<Value, String>, tokio_postgres::Error> {
     let slot = |i: usize| &statements[i];
+    let text = |i: usize| self::statements(table)[i];
+    // Runs `$call` (a future giving Result<T, tokio_postgres::Error>) as statement slot
+    // `$i` with `$params`, recording it with `$describe` of its answer.
+    macro_rules! logged {
+        ($i:expr, $params:expr, $call:expr, $describe:expr) => {{
+            let sent = trace.now_us();
+            let answer = $call.await;
+            if trace.on() {
+                let result = match &answer {
+                    Ok(a) => $describe(a),
+                    Err(e) => statement_log::error_result(e),
+                };
+                trace.statement(sent, text($i), json!($params), result);
+            }
+            answer?
+        }};
+    }
+    let affected = |n: &u64| json!({ "rows_affected": n });
     Ok(Ok(match step {
         Step::Read { k, .. } => {
-            let row = client.query_opt(slot(READ), &[k]).await?;
+            let row = logged!(
+                READ,
+                [k],
+                client.query_opt(slot(READ), &[k]),
+                |r: &Option<tokio_postgres::Row>| rows_result(
+                    &r.iter().map(row_value).collect::<Vec<_>>()
+                )
+            );
             match (row, table) {
                 (None, _) => Value::Null,
                 (Some(r), Table::Lists) => json!(r.try_get::<_, Vec<i64>>(0)?),
@@ -156,23 +214,50 @@ pub async fn perform(
             }
         }
         Step::Append { k, v, .. } => {
-            if client.execute(slot(UPDATE), &[k, v]).await? == 0 {
-                client.execute(slot(UPSERT), &[k, v]).await?;
+            let updated = match append {
+                AppendMode::UpdateThenInsert => {
+                    logged!(
+                        UPDATE,
+                        [k, v],
+                        client.execute(slot(UPDATE), &[k, v]),
+                        affected
+                    )
+                }
+                AppendMode::Upsert => 0,
+            };
+            if updated == 0 {
+                logged!(
+                    UPSERT,
+                    [k, v],
+                    client.execute(slot(UPSERT), &[k, v]),
+                    affected
+                );
             }
             json!(v)
         }
         Step::Write { k, v, .. } => {
-            client.execute(slot(UPSERT), &[k, v]).await?;
+            logged!(
+                UPSERT,
+                [k, v],
+                client.execute(slot(UPSERT), &[k, v]),
+                affected
+            );
             json!(v)
         }
         Step::Transfer { from, to, amount } => {
-            let balance = |k: i64| async move {
-                let row = client.query_opt(slot(READ), &[&k]).await?;
-                row.map(|r| r.try_get::<_, i64>(0)).transpose()
-            };
-            let (Some(from_balance), Some(to_balance)) =
-                (balance(*from).await?, balance(*to).await?)
-            else {
+            let mut balances = [None, None];
+            for (i, k) in [*from, *to].into_iter().enumerate() {
+                let row = logged!(
+                    READ,
+                    [k],
+                    client.query_opt(slot(READ), &[&k]),
+                    |r: &Option<tokio_postgres::Row>| rows_result(
+                        &r.iter().map(row_value).collect::<Vec<_>>()
+                    )
+                );
+                balances[i] = row.map(|r| r.try_get::<_, i64>(0)).transpose()?;
+            }
+            let [Some(from_balance), Some(to_balance)] = balances else {
                 return Ok(Err("no such account".into()));
             };
             if from_balance < *amount {
@@ -182,19 +267,42 @@ pub async fn perform(
             let mut writes = [(*from, from_balance - amount), (*to, to_balance + amount)];
             writes.sort_unstable();
             for (k, balance) in writes {
-                client.execute(slot(UPDATE), &[&k, &balance]).await?;
+                logged!(
+                    UPDATE,
+                    [k, balance],
+                    client.execute(slot(UPDATE), &[&k, &balance]),
+                    affected
+                );
             }
             Value::Null
         }
         Step::ReadAll => {
+            let rows = logged!(
+                READ_ALL,
+                Value::Array(Vec::new()),
+                client.query(slot(READ_ALL), &[]),
+                |rs: &Vec<tokio_postgres::Row>| json!({ "rows_returned": rs.len() })
+            );
             let mut balances = serde_json::Map::new();
-            for r in client.query(slot(READ_ALL), &[]).await? {
+            for r in rows {
                 let (k, balance): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
                 balances.insert(k.to_string(), json!(balance));
             }
             Value::Object(balances)
         }
     }))
+}
+
+/// A row of a single-column read as the log records it: the list, the number, or the
+/// column as text when it is neither.
+fn row_value(r: &tokio_postgres::Row) -> Value {
+    if let Ok(list) = r.try_get::<_, Vec<i64>>(0) {
+        return json!(list);
+    }
+    if let Ok(n) = r.try_get::<_, Option<i64>>(0) {
+        return json!(n);
+    }
+    Value::Null
 }
 
 /// What an `ok` op records: the completed micro-ops of a txn, the balances of a bank

@@ -98,6 +98,12 @@ pub fn checker_sections(results: &[CheckResult], history: &History) -> Markup {
                 @if !r.explanation.is_empty() { p.explanation { (r.explanation) } }
                 @if !r.coverage.is_empty() { p.coverage { "Checked: " (r.coverage.to_string()) } }
                 (drawn(r, history))
+                @if let Some(log) = r.details.get("statement_log").and_then(serde_json::Value::as_str) {
+                    details.statement-log open {
+                        summary { "Statements of the cycles' transactions, as sent and answered (statements.jsonl)" }
+                        pre { (log) }
+                    }
+                }
                 @if !r.evidence.is_empty() {
                     details {
                         summary { "Evidence ops (" (r.evidence.len()) ")" }
