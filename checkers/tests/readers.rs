@@ -568,9 +568,21 @@ fn text_in_which_no_line_is_an_op_is_refused_naming_file_line_and_what_was_expec
         ("", 1, "the file is empty"),
         ("  \n\n\t\n", 1, "only whitespace"),
         ("hello world\nthis is not a history\n", 1, "\"hello world\""),
-        ("\n\n<html><body>x</body></html>\n", 3, "no line of the file is an op"),
-        ("2017-01-01 INFO jepsen.core - Running test\n", 1, "Jepsen log lines"),
-        ("index,time,process,type,f,value\n0,1,0,invoke,write,1\n", 1, "expected a history"),
+        (
+            "\n\n<html><body>x</body></html>\n",
+            3,
+            "no line of the file is an op",
+        ),
+        (
+            "2017-01-01 INFO jepsen.core - Running test\n",
+            1,
+            "Jepsen log lines",
+        ),
+        (
+            "index,time,process,type,f,value\n0,1,0,invoke,write,1\n",
+            1,
+            "expected a history",
+        ),
     ] {
         let e = err(text, None);
         assert!(e.starts_with(&format!("h.txt:{line}: ")), "{text:?}: {e}");
@@ -583,7 +595,9 @@ fn text_in_which_no_line_is_an_op_is_refused_naming_file_line_and_what_was_expec
 #[test]
 fn a_json_array_with_no_ops_is_an_empty_history_not_an_error() {
     // It is a history, just one that shows nothing; checkers call it unknown.
-    assert!(read_str("[]", Path::new("h.json"), None).unwrap().is_empty());
+    assert!(read_str("[]", Path::new("h.json"), None)
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -593,7 +607,9 @@ fn two_ops_carrying_one_index_are_refused() {
         "{\"index\":1,\"time\":2,\"process\":0,\"type\":\"ok\",\"f\":\"write\",\"value\":1}\n",
         "{\"index\":1,\"time\":3,\"process\":1,\"type\":\"invoke\",\"f\":\"read\",\"value\":null}\n",
     );
-    let e = read_str(text, Path::new("h.jsonl"), None).expect_err("refused").to_string();
+    let e = read_str(text, Path::new("h.jsonl"), None)
+        .expect_err("refused")
+        .to_string();
     assert!(e.contains("two ops carry index 1"), "{e}");
 }
 
@@ -608,9 +624,14 @@ fn time_running_backwards_is_refused() {
         .to_string();
     assert!(e.contains("history op 1: time goes backwards"), "{e}");
     let edn = "[{:index 0 :time 9 :process 0 :type :invoke :f :read :value nil}\n {:index 1 :time 8 :process 0 :type :ok :f :read :value 1}]";
-    let e = read_str(edn, Path::new("h.edn"), None).expect_err("refused").to_string();
+    let e = read_str(edn, Path::new("h.edn"), None)
+        .expect_err("refused")
+        .to_string();
     assert!(e.contains("time goes backwards"), "{e}");
     // Equal times (Jepsen text logs carry none) are fine.
     let flat = text.replace("\"time\":100", "\"time\":5");
-    assert_eq!(read_str(&flat, Path::new("h.jsonl"), None).unwrap().len(), 2);
+    assert_eq!(
+        read_str(&flat, Path::new("h.jsonl"), None).unwrap().len(),
+        2
+    );
 }

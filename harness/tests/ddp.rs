@@ -70,7 +70,13 @@ fn correct_training_survives_kills_and_matches_the_reference() {
     let names: Vec<&str> = v.iter().map(|(n, ..)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["ddp-replicas", "ddp-data", "ddp-progress", "ddp-reference"]
+        [
+            "ddp-replicas",
+            "ddp-data",
+            "ddp-progress",
+            "ddp-reference",
+            "fault-coverage"
+        ]
     );
     for (name, valid, _, why) in &v {
         assert_eq!(valid, &Value::Bool(true), "{name}: {why}");

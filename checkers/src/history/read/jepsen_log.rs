@@ -74,10 +74,16 @@ fn not_a_history(text: &str, ctx: &ParseContext) -> HistoryError {
         None => ctx.error(1, format!("the file holds only whitespace; {EXPECTED}")),
         Some((i, line)) => {
             let shown: String = line.trim().chars().take(60).collect();
-            let cut = if line.trim().chars().count() > 60 { "..." } else { "" };
+            let cut = if line.trim().chars().count() > 60 {
+                "..."
+            } else {
+                ""
+            };
             ctx.error(
                 i + 1,
-                format!("no line of the file is an op; {EXPECTED}; the first line reads {shown:?}{cut}"),
+                format!(
+                    "no line of the file is an op; {EXPECTED}; the first line reads {shown:?}{cut}"
+                ),
             )
         }
     }
