@@ -148,6 +148,7 @@ fn a_step_reported_again_with_other_samples_is_a_changed_record_and_a_gap() {
     {
         let mut op = Op::new(Process::Client(0), t, "step", v);
         op.time = last + 1 + i as u64;
+        op.index = h.len() as u64;
         h.push(op);
     }
     let h = History::new(h).unwrap();

@@ -196,13 +196,20 @@ fn carried_indices_survive_parallel_chunks_of_a_big_json_lines_file() {
     let h = read(&text);
     assert_eq!((h.op_index(5), h.op_index(50_000)), (5, 50_000));
     let text: String = (0..n)
-        .map(|i| line(i, (i == 50_000).then_some(7)))
+        .map(|i| line(i, (i == 50_000).then_some(1_000_007)))
         .collect();
     let h = read(&text);
     assert_eq!(
         (h.op_index(49_999), h.op_index(50_000), h.op_index(50_001)),
-        (49_999, 7, 50_001)
+        (49_999, 1_000_007, 50_001)
     );
+    // Carrying an index another op has (here by its position) would make results
+    // ambiguous about which op they name.
+    let text: String = (0..n)
+        .map(|i| line(i, (i == 50_000).then_some(7)))
+        .collect();
+    let e = read_str(&text, Path::new("h"), None).expect_err("refused");
+    assert!(e.to_string().contains("two ops carry index 7"), "{e}");
 }
 
 #[test]

@@ -96,8 +96,12 @@ fn skip_allreduce_is_caught_by_replica_agreement_and_the_reference() {
     let (code, results, _store) = run_ddp(&[
         "--nemesis",
         "none",
+        // Ended by steps, not seconds: the bug shows from step 5 on, however slow the
+        // machine (a CI run at high load committed 1 step in 5 s and so had no evidence).
+        "--steps",
+        "12",
         "--time-limit",
-        "5",
+        "120",
         "--seed",
         "1",
         "--bug",
@@ -123,8 +127,10 @@ fn sampler_overlap_is_caught_by_exactly_once_data() {
     let (code, results, _store) = run_ddp(&[
         "--nemesis",
         "none",
-        "--time-limit",
+        "--steps",
         "4",
+        "--time-limit",
+        "120",
         "--seed",
         "2",
         "--bug",

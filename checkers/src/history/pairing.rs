@@ -39,7 +39,8 @@ pub(crate) fn pair_heads(
     for (pos, head) in heads.iter().enumerate() {
         // Checkers take file order as the order things happened and times as real time;
         // a history whose times run backwards contradicts itself, so neither can be trusted.
-        if head.time < latest.0 {
+        // Time 0 is no time (Jepsen text logs, EDN ops without :time).
+        if head.time != 0 && head.time < latest.0 {
             return Err(HistoryError::Structure {
                 index: index(pos),
                 reason: format!(
@@ -51,7 +52,9 @@ pub(crate) fn pair_heads(
                 ),
             });
         }
-        latest = (head.time, pos);
+        if head.time != 0 {
+            latest = (head.time, pos);
+        }
         let Process::Client(p) = head.process() else {
             continue;
         };

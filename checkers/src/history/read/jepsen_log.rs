@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Everything before the marker is ignored; lines without it are skipped (a log
-//! interleaves other loggers' lines), but a text with no op line at all is refused. The value is
+//! interleaves other loggers' lines), but a text with no op line at all is refused
+//! (an empty or blank file is an empty history). The value is
 //! one EDN value (missing means nil); any text after it becomes the op's `error`.
 //!
 //! Convention: a `fail`/`info` completion whose value is a keyword (`:timed-out`) is
@@ -57,7 +58,9 @@ pub(crate) fn read_jepsen_log(text: &str, ctx: &ParseContext) -> Result<Vec<Op>,
         }
         ops.push(op.op);
     }
-    if ops.is_empty() {
+    // An empty (or blank) file is an empty history, which checkers call unknown; text
+    // with no op line is not a history at all.
+    if ops.is_empty() && !text.trim().is_empty() {
         return Err(not_a_history(text, ctx));
     }
     Ok(ops)
@@ -69,24 +72,21 @@ fn not_a_history(text: &str, ctx: &ParseContext) -> HistoryError {
     const EXPECTED: &str = "expected a history: JSON Lines ops ({\"type\":\"invoke\",...}), \
         a JSON array of ops, EDN op maps ({:type :invoke, ...}) or Jepsen log lines \
         (`INFO jepsen.util - 3 :invoke :read nil`)";
-    match text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) {
-        None if text.is_empty() => ctx.error(1, format!("the file is empty; {EXPECTED}")),
-        None => ctx.error(1, format!("the file holds only whitespace; {EXPECTED}")),
-        Some((i, line)) => {
-            let shown: String = line.trim().chars().take(60).collect();
-            let cut = if line.trim().chars().count() > 60 {
-                "..."
-            } else {
-                ""
-            };
-            ctx.error(
-                i + 1,
-                format!(
-                    "no line of the file is an op; {EXPECTED}; the first line reads {shown:?}{cut}"
-                ),
-            )
-        }
-    }
+    let (i, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| !l.trim().is_empty())
+        .unwrap_or((0, ""));
+    let shown: String = line.trim().chars().take(60).collect();
+    let cut = if line.trim().chars().count() > 60 {
+        "..."
+    } else {
+        ""
+    };
+    ctx.error(
+        i + 1,
+        format!("no line of the file is an op; {EXPECTED}; the first line reads {shown:?}{cut}"),
+    )
 }
 
 /// An op plus whether its value was written as a keyword.

@@ -259,13 +259,13 @@ pub(crate) fn read_json_lines_lazy(
             .collect();
         for chunk in chunks {
             let Some(chunk) = chunk else {
-                return Err(not_utf8(ctx));
+                return Err(super::not_utf8(bytes, ctx));
             };
             if let Some((line, reason)) = chunk.error {
                 // Text in memory was checked whole when read, a mapped file's is checked
                 // here: invalid UTF-8 anywhere is reported as reading it whole would.
                 if matches!(text, Text::Mapped(_)) && std::str::from_utf8(bytes).is_err() {
-                    return Err(not_utf8(ctx));
+                    return Err(super::not_utf8(bytes, ctx));
                 }
                 return Err(ctx.error(lines_before + line + 1, reason));
             }
@@ -300,17 +300,6 @@ pub(crate) fn read_json_lines_lazy(
         name_completions(&mut heads, &unnamed, &source, ctx)?;
     }
     History::from_heads(heads, names.names, Some(Arc::new(source)), indices)
-}
-
-/// The error `read_to_string` gives for text that is not UTF-8.
-fn not_utf8(ctx: &ParseContext) -> HistoryError {
-    HistoryError::Io {
-        file: ctx.file.clone(),
-        source: std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
-        ),
-    }
 }
 
 /// Gives each op in `unnamed` (position, line) that carries no `f` and no transaction

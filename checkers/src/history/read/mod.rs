@@ -110,8 +110,17 @@ fn read_path_mapping(path: &Path, map_bytes: u64) -> Result<History, HistoryErro
             }
         }
     }
-    let text = std::io::read_to_string(file).map_err(io)?;
-    read_string(text, path, None)
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
+    match String::from_utf8(bytes) {
+        Ok(text) => read_string(text, path, None),
+        Err(e) => Err(not_utf8(
+            e.as_bytes(),
+            &ParseContext {
+                file: path.to_path_buf(),
+            },
+        )),
+    }
 }
 
 /// [`read_str`] for owned text, which JSON Lines histories keep instead of copying.
@@ -220,6 +229,27 @@ fn abbreviate(value: &Value) -> String {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text,
     }
+}
+
+/// The error for a file that is not UTF-8 text: the line and column of its first byte
+/// that is not.
+pub(crate) fn not_utf8(bytes: &[u8], ctx: &ParseContext) -> HistoryError {
+    let at = std::str::from_utf8(bytes)
+        .err()
+        .map_or(0, |e| e.valid_up_to());
+    let line_start = bytes[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+    ctx.error(
+        line,
+        format!(
+            "expected UTF-8 text; byte 0x{:02x} at column {} is not",
+            bytes.get(at).copied().unwrap_or(0),
+            at - line_start + 1
+        ),
+    )
 }
 
 /// What readers need to build errors.
