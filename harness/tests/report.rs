@@ -273,7 +273,7 @@ fn reports_of_invalid_runs_draw_their_evidence_without_errors() {
         ops.push(ev(i % 2, "invoke", "write", json!(i), 2 + i * 4));
         ops.push(ev(i % 2, "ok", "write", json!(i), 4 + i * 4));
     }
-    ops.push(json!({"process": "nemesis", "type": "info", "f": "stop-partition", "value": {}, "time": 90_000_000}));
+    ops.push(json!({"process": "nemesis", "type": "info", "f": "stop-partition", "value": {}, "time": 125_000_000}));
     ops.push(ev(2, "invoke", "read", json!(null), 130));
     ops.push(ev(2, "ok", "read", json!(3), 133));
     let page = checked_run(dir.path(), "register", &ops, &["--model", "register"]);
