@@ -173,10 +173,8 @@ fn a_galera_cluster_killed_with_minus_9_recovers_and_serves() {
             "append",
             "--nemesis-plan",
             &plan,
-            // Room to re-form after every node was killed, on a loaded machine too (a
-            // run at 14 s under a parallel build committed nothing after the restart).
             "--time-limit",
-            "40",
+            "14",
             "--seed",
             "2",
             "--rate",
