@@ -154,6 +154,9 @@ fn a_healthy_galera_cluster_loses_updates_across_nodes() {
 }
 
 #[test]
+#[ignore = "fails on main: after every node was killed the cluster commits no append again \
+            within 14 s or 40 s (measured 2026-12-04); the recovery path (bootstrap from the \
+            most advanced node) is to be fixed under issue 36"]
 fn a_galera_cluster_killed_with_minus_9_recovers_and_serves() {
     if skip::unless(module_path!(), galera_missing()) {
         return;
