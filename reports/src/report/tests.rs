@@ -30,8 +30,8 @@ fn register_history() -> History {
     .at(5_000_000)];
     for i in 0..40u64 {
         let p = i % 3;
-        ops.push(op(p, OpType::Invoke, "write", json!(i), 10 + i * 10));
-        ops.push(op(p, OpType::Ok, "write", json!(i), 12 + i * 10));
+        ops.push(op(p, OpType::Invoke, "write", json!(i), 10 + i * 4));
+        ops.push(op(p, OpType::Ok, "write", json!(i), 12 + i * 4));
     }
     ops.push(Op::new(Process::Nemesis, OpType::Info, "stop-partition", json!({})).at(200_000_000));
     ops.push(
