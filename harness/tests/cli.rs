@@ -803,3 +803,79 @@ fn a_run_whose_requested_fault_never_took_effect_is_unknown() {
         "{why}"
     );
 }
+
+#[test]
+fn shrink_cuts_a_failing_history_to_a_run_directory_that_still_fails_alike() {
+    let Some(data) = data_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("etcd_001.log");
+    std::fs::copy(data.join("porcupine/jepsen/etcd_001.log"), &file).unwrap();
+    let out = splitbrain()
+        .arg("shrink")
+        .arg("--history")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ops 172 -> "), "{stdout}");
+    assert!(stdout.contains("1-minimal"), "{stdout}");
+    let shrunk = dir.path().join("etcd_001.log.shrunk");
+    let lines = std::fs::read_to_string(shrunk.join("history.jsonl")).unwrap();
+    let ops = lines.lines().count();
+    assert!((2..172).contains(&ops), "{ops} ops");
+    let sizes: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(shrunk.join("shrink.json")).unwrap()).unwrap();
+    assert_eq!(sizes["ops_after"].as_u64(), Some(ops as u64));
+    // The shrunk run directory is a run like any other: checked again, it still fails.
+    let again = splitbrain()
+        .args(["check", "--model", "cas-register"])
+        .arg(&shrunk)
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+
+    // A history no checker finds invalid has nothing to shrink: its own verdict's code.
+    let valid = dir.path().join("etcd_002.log");
+    std::fs::copy(data.join("porcupine/jepsen/etcd_002.log"), &valid).unwrap();
+    let out = splitbrain()
+        .arg("shrink")
+        .arg("--history")
+        .arg(&valid)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to shrink"));
+    // Input that is not a history is refused, as by check.
+    let garbage = dir.path().join("garbage.txt");
+    std::fs::write(&garbage, "hello\nnot a history\n").unwrap();
+    let out = splitbrain()
+        .arg("shrink")
+        .arg("--history")
+        .arg(&garbage)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    // An anomaly the checker does not name is a usage error.
+    let out = splitbrain()
+        .args(["shrink", "--anomaly", "G2-item", "--history"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -4,23 +4,21 @@ use super::flags::CheckFlags;
 use super::{usage, verdict_code};
 use anyhow::Context;
 use clap::Args;
-use splitbrain::check::{check_history, infer_workload, locate_history, write_outputs};
+use splitbrain::check::{
+    check_history, infer_workload, locate_history, write_outputs, CheckOptions, StoredRun,
+};
 use splitbrain::store::record_recheck;
 use splitbrain_checkers::history::read::read_path;
+use splitbrain_checkers::{Checker, History};
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 pub(crate) struct CheckArgs {
     /// A run directory (with history.jsonl) or a history file (JSONL, JSON array, EDN, Jepsen log).
     path: PathBuf,
-    /// Workload whose checkers to use (register, append, list-append, rw-register, bank).
-    #[arg(long)]
-    workload: Option<String>,
-    /// Run these checkers (comma separated or repeated) instead: Jepsen's counter,
-    /// unique-ids, total-queue, long-fork, stats, exceptions, or bank.
-    #[arg(long = "checker", value_delimiter = ',')]
-    checkers: Vec<String>,
+    #[command(flatten)]
+    selection: CheckerSelection,
     /// Output format.
     #[arg(long, value_parser = ["table", "json"], default_value = "table")]
     format: String,
@@ -30,22 +28,35 @@ pub(crate) struct CheckArgs {
     junit: Option<PathBuf>,
     #[command(flatten)]
     check: CheckFlags,
+    /// For the first invalid checker, also shrink the history to the smallest
+    /// sub-history that fails the same way (as `splitbrain shrink` does).
+    #[arg(long)]
+    shrink: bool,
 }
 
-pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
-    let stored = locate_history(&a.path)?;
-    let history_path = stored.history;
-    let history = read_path(&history_path)?;
-    let mut check = a.check.options();
-    // A stored run is re-checked as it was checked, unless the flags say otherwise.
-    if check.consistency_model.is_none() {
-        check.consistency_model = stored.consistency_model;
-    }
-    if check.init.is_none() {
-        check.init = stored.init;
-    }
-    let workload = a.workload.clone().or(stored.workload);
-    let (name, checkers) = match (&workload, &check.model) {
+/// Which checkers judge a history: `check` and `shrink` choose them alike.
+#[derive(Args, Debug)]
+pub(crate) struct CheckerSelection {
+    /// Workload whose checkers to use (register, append, list-append, rw-register, bank).
+    #[arg(long)]
+    workload: Option<String>,
+    /// Run these checkers (comma separated or repeated) instead: Jepsen's counter,
+    /// unique-ids, total-queue, long-fork, stats, exceptions, or bank.
+    #[arg(long = "checker", value_delimiter = ',')]
+    checkers: Vec<String>,
+}
+
+/// The checkers for `history`: named ones, the workload's (from the flag or the stored
+/// run), the model's, or those of the workload the history looks like. Returns a label
+/// for what was chosen.
+pub(crate) fn select_checkers(
+    a: &CheckerSelection,
+    history: &History,
+    stored: &StoredRun,
+    check: &CheckOptions,
+) -> anyhow::Result<(String, Vec<Box<dyn Checker>>)> {
+    let workload = a.workload.clone().or(stored.workload.clone());
+    Ok(match (&workload, &check.model) {
         _ if !a.checkers.is_empty() => (
             a.checkers.join(","),
             a.checkers
@@ -65,7 +76,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
                 .map_err(|e| usage(format!("{e:#}")))?],
         ),
         (None, None) => {
-            let inferred = infer_workload(&history);
+            let inferred = infer_workload(history);
             let checkers = match inferred.strip_prefix("model:") {
                 Some(m) => vec![check
                     .linearizability(m)
@@ -74,7 +85,31 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
             };
             (inferred.to_string(), checkers)
         }
-    };
+    })
+}
+
+/// The stored run (or file) at `path`, its history, and the check options: a stored run
+/// is re-checked as it was checked, unless the flags say otherwise.
+pub(crate) fn load(
+    path: &Path,
+    flags: &CheckFlags,
+) -> anyhow::Result<(StoredRun, History, CheckOptions)> {
+    let stored = locate_history(path)?;
+    let history = read_path(&stored.history)?;
+    let mut check = flags.options();
+    if check.consistency_model.is_none() {
+        check.consistency_model = stored.consistency_model.clone();
+    }
+    if check.init.is_none() {
+        check.init = stored.init.clone();
+    }
+    Ok((stored, history, check))
+}
+
+pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
+    let (stored, history, check) = load(&a.path, &a.check)?;
+    let history_path = stored.history.clone();
+    let (name, checkers) = select_checkers(&a.selection, &history, &stored, &check)?;
     let mut results = check_history(&history, &checkers, &check, stored.test.as_ref());
     if a.path.is_dir() {
         // A PostgreSQL run's statement log: each cycle's statements and confirmation.
@@ -119,6 +154,16 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
         } else {
             write_outputs(&a.path, &summary, &history, stored.test.as_ref())?;
         }
+    }
+    if a.shrink {
+        super::shrink::shrink_first_failure(
+            &a.path,
+            &stored,
+            &history,
+            &checkers,
+            &summary.results,
+            &super::shrink::ShrinkFlags::default(),
+        )?;
     }
     if let Some(path) = &a.junit {
         std::fs::write(path, junit_xml(&summary))

@@ -11,6 +11,7 @@ mod flags;
 mod list;
 mod report;
 mod serve;
+mod shrink;
 mod suite;
 mod test;
 
@@ -69,6 +70,9 @@ enum Command {
     /// Run a suite (a verification matrix: built-in `quick`, `full`, or a TOML file) and
     /// judge every cell against its expected verdict.
     Suite(suite::SuiteArgs),
+    /// Shrink an invalid history to the smallest sub-history that still fails the same
+    /// way (same checker, same anomaly), 1-minimal, written beside the run.
+    Shrink(shrink::ShrinkArgs),
     /// Re-render a run directory's report.html from its history, results and test.json.
     Report(report::ReportArgs),
 }
@@ -87,6 +91,7 @@ pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
         Command::Bench(a) => bench::cmd_bench(a),
         Command::Suite(a) => suite::cmd_suite(a),
         Command::Report(a) => report::cmd_report(a),
+        Command::Shrink(a) => shrink::cmd_shrink(a),
     }
 }
 
