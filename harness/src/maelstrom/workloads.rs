@@ -179,8 +179,12 @@ impl MaelstromWorkload {
 
 /// A set read (broadcast's `messages`, g-set's `value`) in one order, so two replicas
 /// holding the same set read the same (final-read rounds compare values as they are).
+/// `null` is the empty set: Maelstrom's reply schema (`[s/Any]`, Plumatic Schema) accepts
+/// nil for a sequence and its set-full checker reads it as no elements, and a Go node
+/// answers a read before any broadcast with `null` (a nil slice marshals so).
 fn sorted_set(reply: Reply) -> Reply {
     match reply {
+        Reply::Ok(Value::Null) => Reply::Ok(Value::Array(Vec::new())),
         Reply::Ok(Value::Array(mut items)) => {
             items.sort_by(|a, b| match (a.as_f64(), b.as_f64()) {
                 (Some(x), Some(y)) => x.total_cmp(&y),
@@ -413,6 +417,17 @@ pub(crate) mod tests {
             &body(json!({"type":"read_ok"})),
         );
         assert!(matches!(r, Reply::Malformed(m) if m.contains("\"messages\"")));
+        // A Go node's empty set (a nil slice) is `null`: the empty set, as in Maelstrom.
+        for (w, field) in [
+            (MaelstromWorkload::Broadcast, "messages"),
+            (MaelstromWorkload::GSet, "value"),
+        ] {
+            let r = w.reply(
+                &inv("read", None, Value::Null),
+                &body(json!({"type": "read_ok", field: null})),
+            );
+            assert_eq!(r, Reply::Ok(json!([])), "{field}");
+        }
     }
 
     #[test]
