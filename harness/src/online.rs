@@ -343,7 +343,11 @@ fn check_prefix(
         };
         if let Some(anomaly_types) = certain_anomalies(&result, &pending) {
             let what = match result.details.get("key").filter(|k| !k.is_null()) {
-                Some(k) => format!("key {k}"),
+                // Keys are shown as the history has them, a string one unquoted.
+                Some(k) => format!(
+                    "key {}",
+                    k.as_str().map_or_else(|| k.to_string(), str::to_string)
+                ),
                 None if !anomaly_types.is_empty() => anomaly_types.join(", "),
                 None => "history".to_string(),
             };
