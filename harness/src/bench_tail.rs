@@ -161,6 +161,7 @@ fn spec(
         store: opts.store.clone(),
         target_bin: None,
         hosts: None,
+        stop_on_anomaly: None,
         version: env!("CARGO_PKG_VERSION").to_string(),
         maelstrom: None,
     }

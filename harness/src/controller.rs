@@ -10,6 +10,7 @@
 
 use crate::check::{check_history, CheckOptions};
 use crate::cluster::{Cluster, NodeLayout};
+use crate::online::{OnlineMonitor, OnlineOutcome, StopRule};
 use crate::programs::{check_required_programs, find_binary};
 use crate::progress::Progress;
 use crate::recorder::HistoryRecorder;
@@ -133,7 +134,11 @@ pub async fn run_test(
         Some(ns) => Nemesis::with_network(nemesis_spec, Some(ns.clone() as Arc<dyn NetworkFaults>)),
         None => Nemesis::with_mesh(nemesis_spec, mesh.clone()),
     };
-    let clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
+    let mut clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
+    let online = start_online(spec, workload, check, &recorder, show_progress);
+    if let (Some(monitor), Some(_)) = (&online, &spec.stop_on_anomaly) {
+        clients.stop_early = Some(monitor.stop_requested());
+    }
     let result = drive(
         spec,
         workload,
@@ -153,10 +158,37 @@ pub async fn run_test(
             eprintln!("splitbrain: removing the run's network namespaces: {e}");
         }
     }
+    let online = online.map(OnlineMonitor::finish);
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online,
     )
     .await
+}
+
+/// Starts checking the run's history while it is recorded ([`crate::online`]), with the
+/// workload's checkers that decide on a prefix; `None` when it has none.
+fn start_online(
+    spec: &TestSpec,
+    workload: &dyn Workload,
+    check: &CheckOptions,
+    recorder: &HistoryRecorder,
+    show_progress: bool,
+) -> Option<OnlineMonitor> {
+    let checkers = workload
+        .checkers(&crate::online::online_options(check))
+        .ok()?;
+    let rule = spec
+        .stop_on_anomaly
+        .clone()
+        .map(|when_found| StopRule { when_found });
+    let monitor = OnlineMonitor::start(recorder, checkers, !check.no_split, rule, !show_progress);
+    if monitor.is_none() && spec.stop_on_anomaly.is_some() {
+        eprintln!(
+            "splitbrain: --stop-on-anomaly: no checker of workload {} decides before the run ends; it runs its course",
+            spec.workload
+        );
+    }
+    monitor
 }
 
 /// Writes the files each node needs before its first start ([`Target::node_files`]).
@@ -234,6 +266,7 @@ pub async fn finish_run(
     workload: &dyn Workload,
     check: &CheckOptions,
     net: Option<splitbrain_reports::NetStats>,
+    online: Option<OnlineOutcome>,
 ) -> anyhow::Result<RunOutcome> {
     let ops = recorder.finish()?;
     let incomplete = match &result {
@@ -251,6 +284,14 @@ pub async fn finish_run(
     })
     .await?;
     let (history, mut results) = results;
+    let final_at_s = recorder.now_ns() as f64 / 1e9;
+    let online = online.unwrap_or_default();
+    let (first_known_at_s, disagreement) =
+        crate::online::first_known(&results, &online, final_at_s);
+    if let Some(d) = disagreement {
+        eprintln!("splitbrain: {}", d.explanation);
+        results.push(d);
+    }
     // A PostgreSQL run's statement log, when it has one: each cycle's statements.
     crate::target::postgres::evidence::annotate(
         &mut results,
@@ -258,7 +299,12 @@ pub async fn finish_run(
         &run_dir.path,
         spec.concurrency,
     );
-    let summary = store_summary_with(spec, run_dir, results, &history, incomplete, net)?;
+    let extra = SummaryExtra {
+        net,
+        stopped_early: online.stopped_early,
+        first_known_at_s,
+    };
+    let summary = store_summary_with(spec, run_dir, results, &history, incomplete, extra)?;
     Ok(RunOutcome {
         summary,
         run_dir: run_dir.clone(),
@@ -273,17 +319,35 @@ pub(crate) fn store_summary(
     history: &History,
     incomplete: Option<String>,
 ) -> anyhow::Result<RunSummary> {
-    store_summary_with(spec, run_dir, results, history, incomplete, None)
+    store_summary_with(
+        spec,
+        run_dir,
+        results,
+        history,
+        incomplete,
+        SummaryExtra::default(),
+    )
 }
 
-/// [`store_summary`] with the simulated network's message statistics, if any.
+/// What a finished run's summary carries beyond its results.
+#[derive(Default)]
+struct SummaryExtra {
+    /// The simulated network's message statistics, if any.
+    net: Option<splitbrain_reports::NetStats>,
+    /// Why the main phase ended early (`--stop-on-anomaly`).
+    stopped_early: Option<String>,
+    /// Per invalid checker, seconds into the run when it first knew.
+    first_known_at_s: std::collections::BTreeMap<String, f64>,
+}
+
+/// [`store_summary`] with what else the run found ([`SummaryExtra`]).
 fn store_summary_with(
     spec: &TestSpec,
     run_dir: &RunDir,
     results: Vec<CheckResult>,
     history: &History,
     incomplete: Option<String>,
-    net: Option<splitbrain_reports::NetStats>,
+    extra: SummaryExtra,
 ) -> anyhow::Result<RunSummary> {
     let mut summary = RunSummary::new(
         spec.name.clone(),
@@ -293,7 +357,9 @@ fn store_summary_with(
         Some(spec.seed),
     );
     summary.incomplete = incomplete;
-    summary.net = net;
+    summary.net = extra.net;
+    summary.stopped_early = extra.stopped_early;
+    summary.first_known_at_s = extra.first_known_at_s;
     let test = serde_json::to_value(spec)?;
     crate::check::write_outputs(&run_dir.path, &summary, history, Some(&test))?;
     Ok(summary)
@@ -352,6 +418,9 @@ pub struct DriveClients {
     pub replicas: usize,
     /// Resolves when the target reports the `--steps` it was asked for.
     pub steps_reached: Option<BoxFuture<'static, ()>>,
+    /// Resolves, with the reason, when the main phase is to end early
+    /// (`--stop-on-anomaly`: the online check found what it waits for).
+    pub stop_early: Option<BoxFuture<'static, String>>,
 }
 
 impl DriveClients {
@@ -384,6 +453,7 @@ impl DriveClients {
             make_replica_client,
             replicas: addrs.len(),
             steps_reached,
+            stop_early: None,
         }
     }
 }
@@ -410,6 +480,7 @@ pub async fn drive<C: ClusterControl>(
         make_replica_client,
         replicas,
         steps_reached,
+        stop_early,
     } = clients;
     let limiter = Arc::new(RateLimiter::new(spec.rate, spec.seed));
     let op_timeout = Duration::from_millis(spec.op_timeout_ms + 500);
@@ -437,6 +508,18 @@ pub async fn drive<C: ClusterControl>(
             tokio::select! {
                 _ = reached => {
                     eprintln!("splitbrain: the target reached step {steps}; ending the main phase");
+                    end.cancel();
+                }
+                _ = end.cancelled() => {}
+            }
+        });
+    }
+    if let Some(stop) = stop_early {
+        let end = phase_end.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                reason = stop => {
+                    eprintln!("splitbrain: {reason}; ending the main phase");
                     end.cancel();
                 }
                 _ = end.cancelled() => {}

@@ -23,6 +23,7 @@ pub mod fault_coverage;
 mod layout;
 pub mod maelstrom;
 pub mod mesh;
+pub mod online;
 pub mod programs;
 pub mod progress;
 pub mod recorder;

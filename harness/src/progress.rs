@@ -40,8 +40,17 @@ impl Progress {
             loop {
                 b.set_position(start.elapsed().as_millis() as u64);
                 let fault = active.lock().map(|a| a.clone()).unwrap_or_default();
+                // Anomalies the online check found: the latest, and how many in all.
+                let anomalies = {
+                    let found = counts.anomalies.lock().unwrap_or_else(|e| e.into_inner());
+                    match found.as_slice() {
+                        [] => String::new(),
+                        [one] => format!("  {one}"),
+                        [.., last] => format!("  {last} (+{} more)", found.len() - 1),
+                    }
+                };
                 b.set_message(format!(
-                    "ok {} fail {} info {}  fault: {}",
+                    "ok {} fail {} info {}  fault: {}{anomalies}",
                     counts.ok.load(Relaxed),
                     counts.fail.load(Relaxed),
                     counts.info.load(Relaxed),

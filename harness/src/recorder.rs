@@ -25,6 +25,9 @@ pub struct LiveCounts {
     pub fail: std::sync::atomic::AtomicU64,
     /// `info` completions.
     pub info: std::sync::atomic::AtomicU64,
+    /// Anomalies the online checker has found so far, one line each
+    /// (`linearizable: key 7 INVALID at 12.4 s`), for the progress line.
+    pub anomalies: Mutex<Vec<String>>,
 }
 
 struct Sequencer {
@@ -43,6 +46,9 @@ pub struct HistoryRecorder {
     writer: Arc<Mutex<Option<WriterThread>>>,
     /// Completion counts so far.
     pub counts: Arc<LiveCounts>,
+    /// A copy of every op recorded since [`HistoryRecorder::start_live`], in index order,
+    /// for the online checker to take ([`HistoryRecorder::take_live`]).
+    live: Arc<Mutex<Option<Vec<Op>>>>,
 }
 
 impl HistoryRecorder {
@@ -87,6 +93,7 @@ impl HistoryRecorder {
             })),
             writer: Arc::new(Mutex::new(Some(writer))),
             counts: Arc::new(LiveCounts::default()),
+            live: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -111,9 +118,30 @@ impl HistoryRecorder {
         };
         op.index = seq.next_index;
         op.time = self.now_ns();
+        // Under the sequencer's lock, so the live copy is in index order too.
+        if let Some(live) = self.live.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            live.push(op.clone());
+        }
         if tx.send(op).is_ok() {
             seq.next_index += 1;
         }
+    }
+
+    /// From now on, keeps a copy of every op recorded for [`HistoryRecorder::take_live`].
+    pub fn start_live(&self) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.get_or_insert_with(Vec::new);
+    }
+
+    /// The ops recorded since the last call (since [`HistoryRecorder::start_live`] at
+    /// first), in index order; empty when live copies were never asked for.
+    pub fn take_live(&self) -> Vec<Op> {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Records a nemesis event (`type` = `info`).

@@ -102,6 +102,11 @@ pub struct TestSpec {
     /// test.json files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosts: Option<Vec<crate::remote::Host>>,
+    /// `--stop-on-anomaly`: end the main phase once the online check has found an
+    /// anomaly (`[]`) or every named checker or anomaly type (`--stop-when-found`).
+    /// Absent when not asked for and in older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_on_anomaly: Option<Vec<String>>,
     /// splitbrain's version.
     pub version: String,
 }

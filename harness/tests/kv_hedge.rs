@@ -53,6 +53,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         store: store.path().to_path_buf(),
         target_bin: None,
         hosts: None,
+        stop_on_anomaly: None,
         version: "test".into(),
         maelstrom: None,
     };

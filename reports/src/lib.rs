@@ -54,6 +54,14 @@ pub struct RunSummary {
     /// Message statistics, for targets whose network the harness simulates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetStats>,
+    /// Why the main phase ended before its time limit (`--stop-on-anomaly`: the anomaly
+    /// the online check found). Absent for runs that ran their course and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
+    /// For each checker that found an anomaly: seconds into the run (the history's clock)
+    /// when it first knew, online or at the final check. Absent in older files.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub first_known_at_s: std::collections::BTreeMap<String, f64>,
 }
 
 impl RunSummary {
@@ -77,6 +85,8 @@ impl RunSummary {
             seed,
             incomplete: None,
             net: None,
+            stopped_early: None,
+            first_known_at_s: Default::default(),
         }
     }
 }

@@ -145,6 +145,19 @@ pub(crate) struct TestArgs {
     /// total, tree2, tree3, tree4).
     #[arg(long, default_value = "grid")]
     topology: String,
+    /// End the main phase (heal, final check, report as usual) once the check that runs
+    /// alongside the test has found an anomaly no later operation can repair
+    /// (linearizable, Elle, bank workloads).
+    #[arg(long)]
+    stop_on_anomaly: bool,
+    /// With --stop-on-anomaly: stop only once every named checker or anomaly type has
+    /// been found (repeatable; e.g. `linearizable`, `G1c`, `wrong-total`).
+    #[arg(
+        long = "stop-when-found",
+        value_name = "NAME",
+        requires = "stop_on_anomaly"
+    )]
+    stop_when_found: Vec<String>,
     /// Do not show the progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -410,6 +423,11 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
 /// The parts of a test spec every target shares.
 fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result<TestSpec> {
     let hosts = remote_hosts(a, maelstrom.is_some())?;
+    if a.stop_on_anomaly && (maelstrom.is_some() || hosts.is_some()) {
+        return Err(usage(
+            "--stop-on-anomaly applies to local runs of networked targets (not --target maelstrom or --hosts)",
+        ));
+    }
     let nodes = match (&hosts, a.nodes) {
         (Some(h), Some(n)) if h.len() != n => {
             return Err(usage(format!(
@@ -486,6 +504,7 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         target_bin: a.target_bin.clone(),
         hosts,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        stop_on_anomaly: a.stop_on_anomaly.then(|| a.stop_when_found.clone()),
         maelstrom,
     })
 }

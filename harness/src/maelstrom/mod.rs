@@ -204,6 +204,7 @@ pub async fn run_maelstrom_test(
         make_client,
         replicas: n,
         steps_reached: None,
+        stop_early: None,
     };
     // A protocol violation stops the run as Ctrl-C would, and is then reported as an error.
     let run_cancel = cancel.child_token();
@@ -247,6 +248,7 @@ pub async fn run_maelstrom_test(
         &workload,
         check,
         Some(stats),
+        None,
     )
     .await
 }

@@ -180,7 +180,7 @@ pub async fn run_remote_test(
     drop(cluster);
     close_all(sessions).await;
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, None,
     )
     .await
 }

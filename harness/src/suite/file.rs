@@ -157,7 +157,46 @@ impl Cell {
             args.push(v);
         }
         args.push("--no-progress".to_string());
+        args.extend(self.stop_on_anomaly_flags());
         args
+    }
+
+    /// A cell that expects `invalid` stops its runs as soon as the check alongside them
+    /// has found everything the cell expects (`--stop-on-anomaly`, `--stop-when-found`
+    /// for each expected checker and anomaly type), when it can find all of them; no
+    /// flags otherwise (a valid cell runs its course, and so does one expecting what only
+    /// the final check can tell, e.g. `lost-appends` or convergence).
+    pub fn stop_on_anomaly_flags(&self) -> Vec<String> {
+        let o = &self.options;
+        let remote_or_maelstrom = o.target == "maelstrom" || o.extra.iter().any(|a| a == "--hosts");
+        if self.expect.verdict != ExpectedVerdict::Invalid
+            || remote_or_maelstrom
+            || o.extra.iter().any(|a| a == "--stop-on-anomaly")
+        {
+            return Vec::new();
+        }
+        let workload = o.workload.as_deref().unwrap_or("register");
+        let checks_online = crate::workload::by_name(workload)
+            .and_then(|w| w.checkers(&crate::check::CheckOptions::default()).ok())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| crate::online::ONLINE_CHECKERS.contains(&c.name().as_str()))
+            });
+        let wanted: Vec<&String> = self
+            .expect
+            .checkers
+            .iter()
+            .chain(&self.expect.anomalies)
+            .collect();
+        if !checks_online || !wanted.iter().all(|n| crate::online::decides_online(n)) {
+            return Vec::new();
+        }
+        let mut flags = vec!["--stop-on-anomaly".to_string()];
+        for name in wanted {
+            flags.push("--stop-when-found".to_string());
+            flags.push(name.clone());
+        }
+        flags
     }
 
     /// The cell's flags as one shell-like line, for tables.

@@ -95,10 +95,17 @@ fn expands_a_cell_into_test_arguments() {
         "--store",
         "store/suite",
         "--no-progress",
+        "--stop-on-anomaly",
+        "--stop-when-found",
+        "linearizable",
     ]
     .map(String::from)
     .to_vec();
     assert_eq!(args, want);
+    assert!(
+        s.cells[0].stop_on_anomaly_flags().is_empty(),
+        "a valid cell runs its course"
+    );
     let txn = s.cells[2].test_args(1, "s");
     let flat = txn.join(" ");
     assert!(
@@ -259,4 +266,55 @@ expect = "valid"
     );
     assert_eq!(s.cells[2].skip, None);
     assert_eq!(s.cells[2].options.extra, ["--bin", home.as_str()]);
+}
+
+#[test]
+fn only_cells_whose_expectations_the_online_check_can_meet_stop_early() {
+    let suite = r#"
+name = "stops"
+seeds = [1]
+
+[[cell]]
+name = "bank"
+target = "txn"
+workload = "bank"
+expect = "invalid"
+anomalies = ["wrong-total"]
+
+[[cell]]
+name = "append"
+target = "kv"
+workload = "append"
+expect = "invalid"
+checkers = ["linearizable", "lost-appends"]
+
+[[cell]]
+name = "bayou"
+target = "bayou"
+workload = "set"
+expect = "invalid"
+
+[[cell]]
+name = "any"
+target = "txn"
+workload = "list-append"
+expect = "invalid"
+"#;
+    let s = parse_suite(suite, "stops.toml", "x").unwrap();
+    let flags: Vec<String> = s
+        .cells
+        .iter()
+        .map(|c| c.stop_on_anomaly_flags().join(" "))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "--stop-on-anomaly --stop-when-found wrong-total",
+            // lost-appends needs the last reads: only the final check tells.
+            "",
+            // The set workload's checkers all wait for the final reads.
+            "",
+            "--stop-on-anomaly",
+        ]
+    );
 }

@@ -1,0 +1,388 @@
+//! Online checking: what a prefix may say, and that it is never contradicted by the whole.
+
+use super::*;
+use crate::check::CheckOptions;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+use splitbrain_checkers::elle::ElleWorkload;
+
+fn op(p: u64, t: OpType, f: &str, key: Option<Value>, value: Value) -> Op {
+    let mut o = Op::new(Process::Client(p), t, f, value);
+    o.key = key;
+    o
+}
+
+/// Ops numbered as the recorder numbers them.
+fn indexed(mut ops: Vec<Op>) -> Vec<Op> {
+    for (i, o) in ops.iter_mut().enumerate() {
+        o.index = i as u64;
+        o.time = (i as u64 + 1) * 1000;
+    }
+    ops
+}
+
+fn prefix_of(ops: &[Op]) -> Prefix {
+    let mut p = Prefix::default();
+    p.extend(ops.to_vec());
+    p
+}
+
+fn online(ops: &[Op], checkers: &[Box<dyn Checker>]) -> Vec<OnlineFinding> {
+    let stop = AtomicBool::new(false);
+    check_prefix(
+        &mut prefix_of(ops),
+        checkers,
+        &HashSet::new(),
+        true,
+        &|| 0.0,
+        &stop,
+    )
+}
+
+fn lin() -> Vec<Box<dyn Checker>> {
+    vec![CheckOptions::default()
+        .linearizability("cas-register")
+        .unwrap()]
+}
+
+fn elle() -> Vec<Box<dyn Checker>> {
+    vec![CheckOptions::default()
+        .elle(ElleWorkload::ListAppend)
+        .unwrap()]
+}
+
+#[test]
+fn a_key_is_cut_where_none_of_its_ops_was_pending() {
+    let k = |n: u64| Some(json!(n));
+    let ops = indexed(vec![
+        op(0, OpType::Invoke, "write", k(1), json!(1)),
+        op(0, OpType::Ok, "write", k(1), json!(1)),
+        op(1, OpType::Invoke, "write", k(2), json!(5)),
+        op(0, OpType::Invoke, "read", k(1), json!(null)),
+        op(1, OpType::Ok, "write", k(2), json!(5)),
+    ]);
+    let mut p = prefix_of(&ops);
+    let cut: Vec<u64> = p
+        .linearizable_cut(true)
+        .unwrap()
+        .iter()
+        .map(|o| o.index)
+        .collect();
+    // Key 1 up to its pending read; key 2 whole.
+    assert_eq!(cut, vec![0, 1, 2, 4]);
+    // Nothing new is decidable until an op completes.
+    assert!(p.linearizable_cut(true).is_none());
+    let mut done = op(0, OpType::Ok, "read", k(1), json!(1));
+    done.index = 5;
+    p.extend(vec![done]);
+    let cut: Vec<u64> = p
+        .linearizable_cut(true)
+        .unwrap()
+        .iter()
+        .map(|o| o.index)
+        .collect();
+    // Only key 1 grew.
+    assert_eq!(cut, vec![0, 1, 3, 5]);
+    // Without splitting, one cut where no op at all was pending.
+    let mut whole = prefix_of(&ops);
+    let cut = whole.linearizable_cut(false).unwrap();
+    assert_eq!(cut.len(), 2);
+}
+
+#[test]
+fn a_read_of_a_pending_write_is_not_judged_before_the_write_completes() {
+    // Dropping the pending write would make the read of 1 look impossible.
+    let k = Some(json!(0));
+    let ops = indexed(vec![
+        op(0, OpType::Invoke, "write", k.clone(), json!(1)),
+        op(1, OpType::Invoke, "read", k.clone(), json!(null)),
+        op(1, OpType::Ok, "read", k.clone(), json!(1)),
+    ]);
+    assert!(online(&ops, &lin()).is_empty());
+}
+
+#[test]
+fn a_stale_read_on_a_quiet_key_is_found_and_named() {
+    let k = Some(json!(7));
+    let ops = indexed(vec![
+        op(0, OpType::Invoke, "write", k.clone(), json!(1)),
+        op(0, OpType::Ok, "write", k.clone(), json!(1)),
+        op(0, OpType::Invoke, "write", k.clone(), json!(2)),
+        op(0, OpType::Ok, "write", k.clone(), json!(2)),
+        op(1, OpType::Invoke, "read", k.clone(), json!(null)),
+        op(1, OpType::Ok, "read", k.clone(), json!(1)),
+        // Another key still busy does not hold key 7 back.
+        op(2, OpType::Invoke, "write", Some(json!(8)), json!(3)),
+    ]);
+    let found = online(&ops, &lin());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].checker, "linearizable");
+    assert_eq!(found[0].what, "key 7");
+    assert_eq!(found[0].to_string(), "linearizable: key 7 INVALID at 0.0 s");
+}
+
+fn txn(p: u64, t: OpType, mops: Value) -> Op {
+    op(p, t, "txn", None, mops)
+}
+
+#[test]
+fn an_intermediate_read_counts_once_its_writer_completed() {
+    let pending = vec![
+        txn(
+            0,
+            OpType::Invoke,
+            json!([["append", 1, 1], ["append", 1, 2]]),
+        ),
+        txn(1, OpType::Invoke, json!([["r", 1, null]])),
+        txn(1, OpType::Ok, json!([["r", 1, [1]]])),
+    ];
+    // The writer may still fail (then it is an aborted read) or commit: not yet certain.
+    assert!(online(&indexed(pending.clone()), &elle()).is_empty());
+    let mut done = pending;
+    done.push(txn(
+        0,
+        OpType::Ok,
+        json!([["append", 1, 1], ["append", 1, 2]]),
+    ));
+    let found = online(&indexed(done), &elle());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].anomaly_types.contains(&"G1b".to_string()));
+}
+
+#[test]
+fn only_monotone_elle_classes_count() {
+    for t in [
+        "G0",
+        "G1a",
+        "G1b",
+        "G1c",
+        "G1c-realtime",
+        "G-single",
+        "G-single-item-process",
+        "G-nonadjacent",
+        "G2-item",
+        "lost-update",
+        "incompatible-order",
+        "internal",
+    ] {
+        assert!(monotone_elle_anomaly(t), "{t}");
+    }
+    for t in [
+        "garbage-read",
+        "dirty-update",
+        "duplicate-elements",
+        "G2-item-cycle-exists",
+        "cycle-search-timeout",
+        "empty-transaction-graph",
+    ] {
+        assert!(!monotone_elle_anomaly(t), "{t}");
+    }
+}
+
+#[test]
+fn a_wrong_bank_total_counts_and_a_valid_prefix_says_nothing() {
+    let bank: Vec<Box<dyn Checker>> = CheckOptions::default().for_workload("bank").unwrap();
+    let read = |p: u64, a: i64, b: i64| {
+        vec![
+            op(p, OpType::Invoke, "read", None, json!(null)),
+            op(p, OpType::Ok, "read", None, json!({"a": a, "b": b})),
+        ]
+    };
+    let good = indexed([read(0, 10, 10), read(1, 5, 15)].concat());
+    assert!(online(&good, &bank).is_empty());
+    let bad = indexed([read(0, 10, 10), read(1, 5, 10)].concat());
+    let found = online(&bad, &bank);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].anomaly_types, vec!["wrong-total".to_string()]);
+}
+
+#[test]
+fn the_stop_rule_waits_for_every_named_finding() {
+    let f = |checker: &str, types: &[&str]| OnlineFinding {
+        checker: checker.into(),
+        what: String::new(),
+        anomaly_types: types.iter().map(|t| t.to_string()).collect(),
+        at_s: 1.0,
+    };
+    let any = StopRule::default();
+    assert!(!any.met(&[]));
+    assert!(any.met(&[f("bank", &["wrong-total"])]));
+    let both = StopRule {
+        when_found: vec!["linearizable".into(), "G1c".into()],
+    };
+    assert!(!both.met(&[f("linearizable", &[])]));
+    assert!(both.met(&[
+        f("linearizable", &[]),
+        f("elle-list-append", &["G1c", "G0"])
+    ]));
+}
+
+#[test]
+fn an_online_finding_the_final_check_denies_is_reported_as_a_harness_bug() {
+    let finding = OnlineFinding {
+        checker: "linearizable".into(),
+        what: "key 1".into(),
+        anomaly_types: vec![],
+        at_s: 2.34,
+    };
+    let online = OnlineOutcome {
+        findings: vec![finding],
+        stopped_early: None,
+    };
+    let invalid = CheckResult::new("linearizable", Validity::Invalid, "stale read");
+    let late = CheckResult::new("bank", Validity::Invalid, "wrong total");
+    let (first, denied) = first_known(&[invalid, late], &online, 9.96);
+    assert_eq!(first["linearizable"], 2.3);
+    assert_eq!(first["bank"], 10.0);
+    assert!(denied.is_none());
+    let valid = CheckResult::new("linearizable", Validity::Valid, "ok");
+    let (first, denied) = first_known(&[valid], &online, 9.0);
+    assert!(first.is_empty());
+    assert_eq!(denied.unwrap().valid, Validity::Unknown);
+}
+
+/// A register whose reads sometimes return the value before the last write: histories
+/// with stale reads among concurrent, sometimes timed-out ops.
+fn buggy_register_history(seed: u64) -> Vec<Op> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    // Reads of the register before any write return nil.
+    let (mut value, mut previous) = (Value::Null, Value::Null);
+    let mut open: Vec<Option<(String, i64)>> = vec![None; 4];
+    let mut pids: Vec<u64> = (0..4).collect();
+    let mut ops = Vec::new();
+    let mut next = 1i64;
+    for _ in 0..60 {
+        let slot = rng.gen_range(0..4);
+        let p = pids[slot];
+        let key = Some(json!(0));
+        match open[slot].take() {
+            None => {
+                let f = if rng.gen_bool(0.5) { "read" } else { "write" };
+                let v = if f == "write" {
+                    next += 1;
+                    next
+                } else {
+                    0
+                };
+                ops.push(op(p, OpType::Invoke, f, key, json!(v)));
+                if f == "write" {
+                    previous = std::mem::replace(&mut value, json!(v));
+                }
+                open[slot] = Some((f.to_string(), v));
+            }
+            Some((f, v)) => {
+                let k = key;
+                if rng.gen_bool(0.1) {
+                    ops.push(op(p, OpType::Info, &f, k, json!(v)));
+                    pids[slot] += 4;
+                } else if f == "read" {
+                    let seen = if rng.gen_bool(0.15) {
+                        previous.clone()
+                    } else {
+                        value.clone()
+                    };
+                    ops.push(op(p, OpType::Ok, "read", k, seen));
+                } else {
+                    ops.push(op(p, OpType::Ok, "write", k, json!(v)));
+                }
+            }
+        }
+    }
+    indexed(ops)
+}
+
+/// A list-append store that applies a transaction's reads at its invoke and its appends at
+/// its completion, and sometimes reports a transaction failed whose appends it kept:
+/// lost updates, cycles and aborted reads, among pending transactions.
+fn buggy_append_history(seed: u64) -> Vec<Op> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut lists: Vec<Vec<i64>> = vec![Vec::new(); 3];
+    let mut open: Vec<Option<Vec<Value>>> = vec![None; 4];
+    let mut next = 0i64;
+    let mut ops = Vec::new();
+    for _ in 0..80 {
+        let p = rng.gen_range(0..4usize);
+        match open[p].take() {
+            None => {
+                let n = rng.gen_range(1..4);
+                let mut invoked = Vec::new();
+                let mut done = Vec::new();
+                for _ in 0..n {
+                    let k = rng.gen_range(0..3usize);
+                    if rng.gen_bool(0.5) {
+                        invoked.push(json!(["r", k, null]));
+                        done.push(json!(["r", k, lists[k].clone()]));
+                    } else {
+                        next += 1;
+                        invoked.push(json!(["append", k, next]));
+                        done.push(json!(["append", k, next]));
+                    }
+                }
+                ops.push(txn(p as u64, OpType::Invoke, Value::Array(invoked)));
+                open[p] = Some(done);
+            }
+            Some(done) => {
+                for m in &done {
+                    if m[0] == "append" {
+                        let k = m[1].as_u64().unwrap() as usize;
+                        lists[k].push(m[2].as_i64().unwrap());
+                    }
+                }
+                let t = if rng.gen_bool(0.15) {
+                    OpType::Fail
+                } else {
+                    OpType::Ok
+                };
+                ops.push(txn(p as u64, t, Value::Array(done)));
+            }
+        }
+    }
+    indexed(ops)
+}
+
+/// Every prefix of many buggy histories: whatever online checking reports, the whole
+/// history's check confirms (and it does report, so the property is not vacuous).
+fn online_is_confirmed_by_the_whole(
+    histories: impl Iterator<Item = Vec<Op>>,
+    checkers: fn() -> Vec<Box<dyn Checker>>,
+) {
+    let checkers = checkers();
+    let (mut found, mut runs) = (0, 0);
+    for ops in histories {
+        let whole = History::new(ops.clone()).unwrap();
+        let verdicts: Vec<CheckResult> = checkers.iter().map(|c| c.check(&whole)).collect();
+        for len in (1..=ops.len()).step_by(3) {
+            for f in online(&ops[..len], &checkers) {
+                found += 1;
+                let r = verdicts.iter().find(|r| r.checker == f.checker).unwrap();
+                assert_eq!(
+                    r.valid,
+                    Validity::Invalid,
+                    "online found {f} in the first {len} ops; the whole history: {}",
+                    r.explanation
+                );
+                for t in &f.anomaly_types {
+                    if !is_cycle(t) {
+                        assert!(r.anomaly_types.contains(t), "{t} not in {r:?}");
+                    }
+                }
+            }
+        }
+        runs += 1;
+    }
+    assert!(
+        found > runs / 4,
+        "online found {found} anomalies in {runs} histories"
+    );
+}
+
+#[test]
+fn linearizability_online_is_confirmed_by_the_whole_history() {
+    online_is_confirmed_by_the_whole((0..40).map(buggy_register_history), lin);
+}
+
+#[test]
+fn elle_online_is_confirmed_by_the_whole_history() {
+    online_is_confirmed_by_the_whole((0..40).map(buggy_append_history), elle);
+}
