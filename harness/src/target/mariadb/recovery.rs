@@ -10,14 +10,18 @@
 //! founds the cluster (`wsrep-new-cluster`) and is started first; the others join it.
 
 use super::config;
+use super::connection;
 use super::server::{self, WorkDir};
 use crate::cluster::{NodeLayout, RunAs};
 use crate::target::sql;
+use mysql_async::prelude::Queryable;
 use std::time::Duration;
 
 /// The longest `mariadbd --wsrep-recover` may take (InnoDB crash recovery on a loaded
 /// machine).
 const RECOVER_BOUND: Duration = Duration::from_secs(120);
+/// How long one status probe of a running node may take.
+const PROBE: Duration = Duration::from_millis(500);
 
 /// A node's position in the cluster's history: the cluster's UUID and the sequence
 /// number of the last write set it committed (-1: unknown).
@@ -104,6 +108,9 @@ pub async fn before_restart(
     }
     if running.iter().any(|&r| r) {
         let at = position(&layouts[i], user).await;
+        if let Some(order) = reset_quorum(i, layouts, running, at.as_ref()).await? {
+            return Ok(order);
+        }
         set_restart_options(&layouts[i], false, at.as_ref())?;
         let at = at.map_or_else(|| "an unknown position".into(), |p| p.to_string());
         note(
@@ -157,6 +164,95 @@ pub async fn before_restart(
         note(layout, &note_text);
     }
     Ok(if first == i { vec![i] } else { vec![first, i] })
+}
+
+/// When nodes run but none is in a primary component (a majority was killed: the
+/// survivors lost quorum and wait), resets the quorum as MariaDB's recovery guide tells
+/// an operator: on the most advanced node, a survivor by `SET GLOBAL
+/// wsrep_provider_options='pc.bootstrap=YES'` (node `i` then joins it), or node `i`
+/// itself when it holds more (it founds the cluster, which the survivors join). None
+/// while some node is primary: node `i` just joins.
+async fn reset_quorum(
+    i: usize,
+    layouts: &[NodeLayout],
+    running: &[bool],
+    at: Option<&Position>,
+) -> Result<Option<Vec<usize>>, String> {
+    let mut survivors = Vec::new();
+    for (j, layout) in layouts.iter().enumerate() {
+        if !running.get(j).copied().unwrap_or(false) {
+            continue;
+        }
+        match cluster_state(layout.client_addr).await {
+            Some((true, _)) => return Ok(None),
+            Some((false, seqno)) => survivors.push((j, seqno)),
+            // Not answering (starting, or joining): it is no survivor to reset on.
+            None => {}
+        }
+    }
+    let Some(&(best, best_seqno)) = survivors
+        .iter()
+        .max_by_key(|&&(j, seqno)| (seqno, std::cmp::Reverse(j)))
+    else {
+        return Ok(None);
+    };
+    let mine = at.map_or(-1, |p| p.seqno);
+    let text = if mine > best_seqno {
+        set_restart_options(&layouts[i], true, at)?;
+        let grastate = WorkDir::for_node(&layouts[i].data_dir)
+            .data()
+            .join("grastate.dat");
+        if let Ok(text) = std::fs::read_to_string(&grastate) {
+            std::fs::write(&grastate, safe_to_bootstrap(&text))
+                .map_err(|e| format!("writing {}: {e}", grastate.display()))?;
+        }
+        format!(
+            "splitbrain: no running node is primary ({} at seqno {best_seqno} is the most advanced of them); {} at seqno {mine} founds the cluster again\n",
+            layouts[best].name, layouts[i].name
+        )
+    } else {
+        let mut conn = connection::connect_admin(layouts[best].client_addr, PROBE).await?;
+        tokio::time::timeout(
+            PROBE * 4,
+            conn.query_drop("SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'"),
+        )
+        .await
+        .map_err(|_| format!("resetting the quorum on {}: timeout", layouts[best].name))?
+        .map_err(|e| format!("resetting the quorum on {}: {e}", layouts[best].name))?;
+        set_restart_options(&layouts[i], false, at)?;
+        format!(
+            "splitbrain: no running node was primary; the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
+            layouts[best].name, layouts[i].name
+        )
+    };
+    for layout in layouts {
+        note(layout, &text);
+    }
+    Ok(Some(vec![i]))
+}
+
+/// Whether the node at `addr` is in a primary component, and the last write set it
+/// committed; None when it does not answer.
+async fn cluster_state(addr: std::net::SocketAddr) -> Option<(bool, i64)> {
+    let mut conn = connection::connect_admin(addr, PROBE).await.ok()?;
+    let rows: Vec<(String, String)> = tokio::time::timeout(
+        PROBE,
+        conn.query(
+            "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_last_committed')",
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let value = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    Some((
+        value("wsrep_cluster_status")? == "Primary",
+        value("wsrep_last_committed")?.parse().ok()?,
+    ))
 }
 
 /// Appends `text` to node `layout`'s log (a note of what the harness decided).
