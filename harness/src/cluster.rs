@@ -220,6 +220,9 @@ pub struct Cluster {
     run_as: Option<RunAs>,
     /// Kills and pauses reach every process a node forked, not only the one spawned.
     whole_tree: bool,
+    /// Held through a restart: the target decides how a node comes back from which
+    /// nodes run, which another restart must not change meanwhile.
+    restarting: tokio::sync::Mutex<()>,
 }
 
 impl Cluster {
@@ -284,6 +287,7 @@ impl Cluster {
             nodes,
             run_as,
             whole_tree,
+            restarting: tokio::sync::Mutex::new(()),
             target,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_millis(500))
@@ -468,6 +472,20 @@ impl Cluster {
         }
     }
 
+    /// True while node `i`'s process runs. One that exited by itself is reaped and
+    /// forgotten, so a restart starts it again.
+    fn running(&self, i: usize) -> bool {
+        let mut node = lock(&self.nodes[i]);
+        let exited = match node.child.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => return false,
+        };
+        if exited {
+            node.child = None;
+        }
+        !exited
+    }
+
     fn signal(&self, i: usize, sig: libc::c_int) -> Result<(), NemesisError> {
         let mut node = lock(&self.nodes[i]);
         let Some(child) = node.child.as_ref() else {
@@ -573,8 +591,22 @@ impl ClusterControl for Cluster {
     }
 
     async fn restart(&self, i: usize) -> Result<(), NemesisError> {
-        self.spawn_node(i)
-            .map_err(|e| NemesisError::Fault(e.to_string()))
+        let _one = self.restarting.lock().await;
+        if self.running(i) {
+            // brought back already, by the restart of another node
+            return Ok(());
+        }
+        let running: Vec<bool> = (0..self.nodes.len()).map(|j| self.running(j)).collect();
+        let order = self
+            .target
+            .before_restart(i, &self.layouts(), &running)
+            .await
+            .map_err(NemesisError::Fault)?;
+        for j in order {
+            self.spawn_node(j)
+                .map_err(|e| NemesisError::Fault(e.to_string()))?;
+        }
+        Ok(())
     }
 
     async fn pause(&self, i: usize) -> Result<(), NemesisError> {

@@ -192,8 +192,7 @@ fn row(run: &ComparedRun, checkers: &[String]) -> Vec<String> {
     for name in checkers {
         cells.push(match s.results.iter().find(|r| &r.checker == name) {
             None => "-".into(),
-            Some(r) if r.anomaly_types.is_empty() => r.valid.label().to_string(),
-            Some(r) => format!("{} ({})", r.valid.label(), r.anomaly_types.join(", ")),
+            Some(r) => checker_cell(r),
         });
     }
     let st = &s.stats;
@@ -205,6 +204,24 @@ fn row(run: &ComparedRun, checkers: &[String]) -> Vec<String> {
         format!("{:.0}", st.throughput),
     ]);
     cells
+}
+
+/// A checker's verdict, the anomalies it found and the weakest consistency models they
+/// rule out (Elle's `not`): runs of one isolation-level name on different databases are
+/// told apart by what they are not, whatever model each was judged against.
+fn checker_cell(r: &splitbrain_checkers::CheckResult) -> String {
+    let mut detail = r.anomaly_types.join(", ");
+    if !r.not.is_empty() {
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        detail.push_str(&format!("not {}", r.not.join(", ")));
+    }
+    if detail.is_empty() {
+        r.valid.label().to_string()
+    } else {
+        format!("{} ({detail})", r.valid.label())
+    }
 }
 
 fn verdict_text(s: &RunSummary) -> String {
@@ -460,6 +477,27 @@ mod tests {
         assert!(c
             .markdown()
             .contains("Regressions against the baseline base:"));
+    }
+
+    #[test]
+    fn a_checker_cell_names_the_models_its_anomalies_rule_out() {
+        let mut lost_update = run("mariadb", None, Validity::Invalid, &["lost-update"], 1.0);
+        lost_update.summary.results[0].not = vec!["cursor-stability".into()];
+        let mut write_skew = run("postgres", None, Validity::Invalid, &["G2-item"], 1.0);
+        write_skew.summary.results[0].not = vec!["serializable".into()];
+        let c = compare(
+            &[lost_update, write_skew],
+            None,
+            RegressionBounds::default(),
+        );
+        let column = c.columns.iter().position(|c| c == "linearizable").unwrap();
+        assert_eq!(
+            c.rows[0][column],
+            "INVALID (lost-update; not cursor-stability)"
+        );
+        assert_eq!(c.rows[1][column], "INVALID (G2-item; not serializable)");
+        assert!(c.differs[column]);
+        assert!(c.html().contains("not cursor-stability"));
     }
 
     #[test]

@@ -323,6 +323,20 @@ pub trait Target: Send + Sync {
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
+    /// Decides how node `i` comes back after a kill, just before it is started again:
+    /// the nodes to start now, in this order (`[i]` by default). `running[j]` says
+    /// whether node `j`'s process runs. A target may rewrite its node files here: a
+    /// Galera node joins the nodes that run; with none running, the most advanced node
+    /// founds the cluster again and is started first, even if its own fault has not
+    /// ended, since no other node can serve until it does.
+    fn before_restart<'a>(
+        &'a self,
+        i: usize,
+        _layouts: &'a [crate::cluster::NodeLayout],
+        _running: &'a [bool],
+    ) -> BoxFuture<'a, Result<Vec<usize>, String>> {
+        Box::pin(async move { Ok(vec![i]) })
+    }
     /// True when a node is a tree of processes that kill and pause must reach whole (a
     /// postmaster and the backends it forks); false by default (one process per node).
     fn signal_process_tree(&self) -> bool {

@@ -131,6 +131,31 @@ pub fn without_bootstrap(text: &str) -> String {
         .collect()
 }
 
+/// The option key that tells a node the position its data holds, so it rejoins from
+/// there (an incremental transfer, or none) instead of asking for everything.
+pub const START_POSITION: &str = "wsrep_start_position";
+
+/// The option file for a start after a kill: with the bootstrap line when `bootstrap`
+/// (founding the cluster again), else without it (joining it), and with
+/// `wsrep_start_position` when the node's position is known (`UUID:SEQNO`). Debian's
+/// service does the same at every start (`galera_recovery` passes the position
+/// `mariadbd --wsrep-recover` found).
+pub fn restart_options(text: &str, bootstrap: bool, start_position: Option<&str>) -> String {
+    let mut out: String = without_bootstrap(text)
+        .lines()
+        .filter(|l| l.split('=').next().map(str::trim) != Some(START_POSITION))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if let Some(p) = start_position {
+        out.push_str(&format!("{START_POSITION}={p}\n"));
+    }
+    if bootstrap {
+        out.push_str(BOOTSTRAP_LINE);
+        out.push('\n');
+    }
+    out
+}
+
 /// Parses `--setting NAME=VALUE`s: a name of letters, digits, `_` and `-`, a value
 /// with no whitespace (one option-file line each).
 pub fn parse_settings(settings: &[String]) -> Result<Vec<(String, String)>, String> {
@@ -196,6 +221,16 @@ mod tests {
         assert!(n1.contains("ist.recv_addr=10.9.0.10:4568"));
         assert!(n1.lines().any(|l| l == BOOTSTRAP_LINE));
         assert!(!without_bootstrap(&n1).lines().any(|l| l == BOOTSTRAP_LINE));
+        // After a kill: founding again from a known position, or joining; a second
+        // restart replaces what the first wrote.
+        let n2 = config(1, false);
+        let founding = restart_options(&n2, true, Some("u:42"));
+        assert_eq!(founding.lines().filter(|l| *l == BOOTSTRAP_LINE).count(), 1);
+        assert!(founding.lines().any(|l| l == "wsrep_start_position=u:42"));
+        let joining = restart_options(&founding, false, Some("u:43"));
+        assert!(!joining.contains(BOOTSTRAP_LINE) && !joining.contains("u:42"));
+        assert!(joining.lines().any(|l| l == "wsrep_start_position=u:43"));
+        assert_eq!(restart_options(&joining, false, None), n2);
         assert!(!config(1, false).contains(BOOTSTRAP_LINE));
         // The run's setting comes after the stated default, so it wins.
         let pos = |t: &str, l: &str| t.find(l).unwrap();

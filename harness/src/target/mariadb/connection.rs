@@ -233,6 +233,21 @@ impl SqlServer for MariaDbServer {
     }
 }
 
+/// A connection to `addr` with no default database, within `bound`: a node outside the
+/// primary component refuses to open one (1047), but answers `SHOW STATUS` and takes
+/// `SET GLOBAL` on this one.
+pub async fn connect_admin(addr: SocketAddr, bound: Duration) -> Result<Conn, String> {
+    let opts = OptsBuilder::default()
+        .ip_or_hostname(addr.ip().to_string())
+        .tcp_port(addr.port())
+        .user(Some(USER))
+        .prefer_socket(Some(false));
+    tokio::time::timeout(bound, Conn::new(opts))
+        .await
+        .map_err(|_| format!("connecting to {addr}: timeout"))?
+        .map_err(|e| format!("connecting to {addr}: {e}"))
+}
+
 /// The value of status variable `name` on the server at `addr`, within `bound`.
 pub async fn status(addr: SocketAddr, name: &str, bound: Duration) -> Option<String> {
     let mut conn = connect(addr, bound, Vec::new()).await.ok()?;

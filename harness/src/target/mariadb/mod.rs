@@ -13,11 +13,14 @@
 //! traffic between members, so those faults are refused.
 //!
 //! `config.rs` the option file; `server.rs` the account, work directory, install and
-//! bootstrap; `connection.rs` the sessions, SQL and error codes. See
+//! bootstrap; `recovery.rs` how a killed Galera node comes back (joining, or founding
+//! the cluster again from the most advanced node when all were down); `connection.rs`
+//! the sessions, SQL and error codes. See
 //! `docs/targets/mariadb.md`.
 
 mod config;
 mod connection;
+mod recovery;
 mod server;
 
 pub use server::{WorkDir, OS_USER};
@@ -246,6 +249,18 @@ impl Target for MariaDbTarget {
         Box::pin(async move {
             let user = server::os_user()?;
             server::prepare(i, layouts, &self.settings, user.as_ref()).await
+        })
+    }
+
+    fn before_restart<'a>(
+        &'a self,
+        i: usize,
+        layouts: &'a [NodeLayout],
+        running: &'a [bool],
+    ) -> BoxFuture<'a, Result<Vec<usize>, String>> {
+        Box::pin(async move {
+            let user = server::os_user()?;
+            recovery::before_restart(i, layouts, running, user.as_ref()).await
         })
     }
 

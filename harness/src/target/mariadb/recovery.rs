@@ -1,0 +1,376 @@
+//! Bringing a Galera node back after kill -9, as an operator would (MariaDB's "Galera
+//! Cluster Recovery", and Debian's service, which runs `galera_recovery` before every
+//! start). After a crash `grastate.dat` says `seqno: -1`, so the node's last committed
+//! position is recovered from InnoDB (`mariadbd --wsrep-recover`) and given to the start
+//! (`wsrep_start_position`): without it the node joins at an unknown position and, when
+//! every node was down, `pc.recovery` re-forms the cluster at `00000000-...:0`, a new
+//! history in which no node's data is compared with another's. While another node runs,
+//! the killed node joins it from its position. When every node is down, each one's
+//! `grastate.dat` says `safe_to_bootstrap: 0`: the most advanced node is marked safe,
+//! founds the cluster (`wsrep-new-cluster`) and is started first; the others join it.
+
+use super::config;
+use super::connection;
+use super::server::{self, WorkDir};
+use crate::cluster::{NodeLayout, RunAs};
+use crate::target::sql;
+use mysql_async::prelude::Queryable;
+use std::time::Duration;
+
+/// The longest `mariadbd --wsrep-recover` may take (InnoDB crash recovery on a loaded
+/// machine).
+const RECOVER_BOUND: Duration = Duration::from_secs(120);
+/// How long one status probe of a running node may take.
+const PROBE: Duration = Duration::from_millis(500);
+
+/// A node's position in the cluster's history: the cluster's UUID and the sequence
+/// number of the last write set it committed (-1: unknown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// The cluster state UUID.
+    pub uuid: String,
+    /// The last committed write set, -1 when unknown.
+    pub seqno: i64,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.uuid, self.seqno)
+    }
+}
+
+/// The position `grastate.dat` records (`seqno: -1` while the node runs and after it
+/// crashed), or None for a file without one.
+pub fn grastate_position(text: &str) -> Option<Position> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    Some(Position {
+        uuid: field("uuid")?.to_string(),
+        seqno: field("seqno")?.parse().ok()?,
+    })
+}
+
+/// `grastate.dat` with `safe_to_bootstrap: 1`: what the operator edits by hand on the
+/// node chosen to found the cluster again.
+pub fn safe_to_bootstrap(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.starts_with("safe_to_bootstrap:") {
+                "safe_to_bootstrap: 1\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
+}
+
+/// The position `mariadbd --wsrep-recover` printed (`WSREP: Recovered position:
+/// UUID:SEQNO`; the last such line), or None.
+pub fn recovered_position(output: &str) -> Option<Position> {
+    let marker = "WSREP: Recovered position:";
+    let line = output.lines().rev().find(|l| l.contains(marker))?;
+    let (_, rest) = line.split_once(marker)?;
+    let (uuid, seqno) = rest.split_whitespace().next()?.rsplit_once(':')?;
+    Some(Position {
+        uuid: uuid.to_string(),
+        seqno: seqno.trim().parse().ok()?,
+    })
+}
+
+/// The node to found the cluster again: the most advanced by `positions` (an unknown
+/// position counting as -1); of equals, `preferred` (the node being restarted, so no
+/// other starts before its fault ends), then the first.
+pub fn founder(positions: &[Option<Position>], preferred: usize) -> usize {
+    let seqno = |j: usize| positions[j].as_ref().map_or(-1, |p| p.seqno);
+    let best = (0..positions.len()).map(seqno).max().unwrap_or(-1);
+    if positions.get(preferred).is_some() && seqno(preferred) == best {
+        return preferred;
+    }
+    (0..positions.len())
+        .find(|&j| seqno(j) == best)
+        .unwrap_or(preferred)
+}
+
+/// Before node `i` of a Galera cluster starts again after a kill: makes it join when
+/// another node runs, else recovers every node's position and makes the most advanced
+/// found the cluster. Returns the nodes to start, in order.
+pub async fn before_restart(
+    i: usize,
+    layouts: &[NodeLayout],
+    running: &[bool],
+    user: Option<&RunAs>,
+) -> Result<Vec<usize>, String> {
+    if layouts.len() < 2 {
+        return Ok(vec![i]);
+    }
+    if running.iter().any(|&r| r) {
+        let at = position(&layouts[i], user).await;
+        if let Some(order) = reset_quorum(i, layouts, running, at.as_ref()).await? {
+            return Ok(order);
+        }
+        set_restart_options(&layouts[i], false, at.as_ref())?;
+        let at = at.map_or_else(|| "an unknown position".into(), |p| p.to_string());
+        note(
+            &layouts[i],
+            &format!(
+                "splitbrain: {} joins the running nodes from {at}\n",
+                layouts[i].name
+            ),
+        );
+        return Ok(vec![i]);
+    }
+    // Each node's InnoDB recovery at once: they are independent, and the cluster
+    // serves nothing until the founder is chosen.
+    let mut recoveries = tokio::task::JoinSet::new();
+    for (j, layout) in layouts.iter().enumerate() {
+        let (layout, user) = (layout.clone(), user.cloned());
+        recoveries.spawn(async move { (j, position(&layout, user.as_ref()).await) });
+    }
+    let mut positions = vec![None; layouts.len()];
+    while let Some(done) = recoveries.join_next().await {
+        if let Ok((j, at)) = done {
+            positions[j] = at;
+        }
+    }
+    let first = founder(&positions, i);
+    for (j, layout) in layouts.iter().enumerate() {
+        set_restart_options(layout, j == first, positions[j].as_ref())?;
+    }
+    let grastate = WorkDir::for_node(&layouts[first].data_dir)
+        .data()
+        .join("grastate.dat");
+    if let Ok(text) = std::fs::read_to_string(&grastate) {
+        // Rewritten in place, so the file keeps its owner (the server's account).
+        std::fs::write(&grastate, safe_to_bootstrap(&text))
+            .map_err(|e| format!("writing {}: {e}", grastate.display()))?;
+    }
+    let shown: Vec<String> = layouts
+        .iter()
+        .zip(&positions)
+        .map(|(l, p)| match p {
+            Some(p) => format!("{} at {p}", l.name),
+            None => format!("{} at an unknown position", l.name),
+        })
+        .collect();
+    let note_text = format!(
+        "splitbrain: every node was down ({}); {} founds the cluster again, the others join it\n",
+        shown.join(", "),
+        layouts[first].name
+    );
+    for layout in layouts {
+        note(layout, &note_text);
+    }
+    Ok(if first == i { vec![i] } else { vec![first, i] })
+}
+
+/// When nodes run but none is in a primary component (a majority was killed: the
+/// survivors lost quorum and wait), resets the quorum as MariaDB's recovery guide tells
+/// an operator: on the most advanced node, a survivor by `SET GLOBAL
+/// wsrep_provider_options='pc.bootstrap=YES'` (node `i` then joins it), or node `i`
+/// itself when it holds more (it founds the cluster, which the survivors join). None
+/// while some node is primary: node `i` just joins.
+async fn reset_quorum(
+    i: usize,
+    layouts: &[NodeLayout],
+    running: &[bool],
+    at: Option<&Position>,
+) -> Result<Option<Vec<usize>>, String> {
+    let mut survivors = Vec::new();
+    for (j, layout) in layouts.iter().enumerate() {
+        if !running.get(j).copied().unwrap_or(false) {
+            continue;
+        }
+        match cluster_state(layout.client_addr).await {
+            Some((true, _)) => return Ok(None),
+            Some((false, seqno)) => survivors.push((j, seqno)),
+            // Not answering (starting, or joining): it is no survivor to reset on.
+            None => {}
+        }
+    }
+    let Some(&(best, best_seqno)) = survivors
+        .iter()
+        .max_by_key(|&&(j, seqno)| (seqno, std::cmp::Reverse(j)))
+    else {
+        return Ok(None);
+    };
+    let mine = at.map_or(-1, |p| p.seqno);
+    let text = if mine > best_seqno {
+        set_restart_options(&layouts[i], true, at)?;
+        let grastate = WorkDir::for_node(&layouts[i].data_dir)
+            .data()
+            .join("grastate.dat");
+        if let Ok(text) = std::fs::read_to_string(&grastate) {
+            std::fs::write(&grastate, safe_to_bootstrap(&text))
+                .map_err(|e| format!("writing {}: {e}", grastate.display()))?;
+        }
+        format!(
+            "splitbrain: no running node is primary ({} at seqno {best_seqno} is the most advanced of them); {} at seqno {mine} founds the cluster again\n",
+            layouts[best].name, layouts[i].name
+        )
+    } else {
+        let mut conn = connection::connect_admin(layouts[best].client_addr, PROBE).await?;
+        tokio::time::timeout(
+            PROBE * 4,
+            conn.query_drop("SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'"),
+        )
+        .await
+        .map_err(|_| format!("resetting the quorum on {}: timeout", layouts[best].name))?
+        .map_err(|e| format!("resetting the quorum on {}: {e}", layouts[best].name))?;
+        set_restart_options(&layouts[i], false, at)?;
+        format!(
+            "splitbrain: no running node was primary; the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
+            layouts[best].name, layouts[i].name
+        )
+    };
+    for layout in layouts {
+        note(layout, &text);
+    }
+    Ok(Some(vec![i]))
+}
+
+/// Whether the node at `addr` is in a primary component, and the last write set it
+/// committed; None when it does not answer.
+async fn cluster_state(addr: std::net::SocketAddr) -> Option<(bool, i64)> {
+    let mut conn = connection::connect_admin(addr, PROBE).await.ok()?;
+    let rows: Vec<(String, String)> = tokio::time::timeout(
+        PROBE,
+        conn.query(
+            "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_last_committed')",
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let value = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    Some((
+        value("wsrep_cluster_status")? == "Primary",
+        value("wsrep_last_committed")?.parse().ok()?,
+    ))
+}
+
+/// Appends `text` to node `layout`'s log (a note of what the harness decided).
+fn note(layout: &NodeLayout, text: &str) {
+    if let Ok(log) = sql::open_log(layout) {
+        let _ = std::io::Write::write_all(&mut &log, text.as_bytes());
+    }
+}
+
+/// Node `layout`'s option file for its next start: founding or joining, from `at`
+/// when its position is known.
+fn set_restart_options(
+    layout: &NodeLayout,
+    bootstrap: bool,
+    at: Option<&Position>,
+) -> Result<(), String> {
+    let path = WorkDir::for_node(&layout.data_dir).option_file();
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let at = at.filter(|p| p.seqno >= 0).map(Position::to_string);
+    std::fs::write(
+        &path,
+        config::restart_options(&text, bootstrap, at.as_deref()),
+    )
+    .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// The last position node `layout` committed, while it is down: from `grastate.dat`
+/// when the node recorded one there (a clean shutdown), else from InnoDB by
+/// `mariadbd --wsrep-recover`; None when neither says, or when the node was killed
+/// during a full state transfer (its data directory is a partial copy; it needs a
+/// whole one).
+async fn position(layout: &NodeLayout, user: Option<&RunAs>) -> Option<Position> {
+    let work = WorkDir::for_node(&layout.data_dir);
+    if work.data().join("sst_in_progress").exists() {
+        return None;
+    }
+    let recorded = std::fs::read_to_string(work.data().join("grastate.dat"))
+        .ok()
+        .and_then(|t| grastate_position(&t));
+    if let Some(p) = recorded.filter(|p| p.seqno >= 0) {
+        return Some(p);
+    }
+    wsrep_recover(layout, &work, user).await
+}
+
+/// Runs `mariadbd --wsrep-recover` on the node's data directory (InnoDB's crash recovery,
+/// then the position of the last committed write set, printed; the server exits), its
+/// output appended to the node's log.
+async fn wsrep_recover(
+    layout: &NodeLayout,
+    work: &WorkDir,
+    user: Option<&RunAs>,
+) -> Option<Position> {
+    let program = server::find("mariadbd")?;
+    let out_file = work.root().join("wsrep-recover.log");
+    let _ = std::fs::remove_file(&out_file);
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.arg(format!("--defaults-file={}", work.option_file().display()))
+        .arg("--wsrep-recover")
+        .arg(format!("--log-error={}", out_file.display()));
+    sql::run_logged(cmd, &program, layout, user, RECOVER_BOUND)
+        .await
+        .ok()?;
+    let output = std::fs::read_to_string(&out_file).ok()?;
+    let _ = std::io::Write::write_all(&mut &sql::open_log(layout).ok()?, output.as_bytes());
+    recovered_position(&output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CRASHED: &str = "# GALERA saved state\nversion: 2.1\nuuid:    1b7bd4c2-d1c9-11f0-9f0e-6b1d0f3e1a11\nseqno:   -1\nsafe_to_bootstrap: 0\n";
+
+    #[test]
+    fn a_crashed_node_records_no_position_and_is_not_safe_to_bootstrap() {
+        let p = grastate_position(CRASHED).unwrap();
+        assert_eq!(p.uuid, "1b7bd4c2-d1c9-11f0-9f0e-6b1d0f3e1a11");
+        assert_eq!(p.seqno, -1);
+        let marked = safe_to_bootstrap(CRASHED);
+        assert!(marked.contains("safe_to_bootstrap: 1\n"));
+        assert!(!marked.contains("safe_to_bootstrap: 0"));
+        assert_eq!(grastate_position(&marked), Some(p));
+        assert_eq!(grastate_position("version: 2.1\n"), None);
+    }
+
+    #[test]
+    fn the_recovered_position_is_read_from_the_servers_log() {
+        let log = "2026-12-04 15:01:02 0 [Note] InnoDB: Starting crash recovery\n\
+                   2026-12-04 15:01:03 0 [Note] WSREP: Recovered position: 1b7bd4c2-d1c9-11f0-9f0e-6b1d0f3e1a11:4711\n";
+        let p = recovered_position(log).unwrap();
+        assert_eq!(p.seqno, 4711);
+        assert_eq!(p.to_string(), "1b7bd4c2-d1c9-11f0-9f0e-6b1d0f3e1a11:4711");
+        assert_eq!(
+            recovered_position("InnoDB: Starting crash recovery\n"),
+            None
+        );
+        // A data directory that never joined a cluster (as 10.11 prints it).
+        let empty = recovered_position(
+            "2026-12-04 15:28:04 0 [Note] WSREP: Recovered position: 00000000-0000-0000-0000-000000000000:-1\n",
+        )
+        .unwrap();
+        assert_eq!(empty.seqno, -1);
+    }
+
+    #[test]
+    fn the_most_advanced_node_founds_and_the_restarted_one_wins_ties() {
+        let at = |seqno| {
+            Some(Position {
+                uuid: "u".into(),
+                seqno,
+            })
+        };
+        assert_eq!(founder(&[at(10), at(12), at(11)], 0), 1);
+        assert_eq!(founder(&[at(12), at(12), at(11)], 1), 1);
+        assert_eq!(founder(&[at(12), at(12), at(11)], 2), 0);
+        assert_eq!(founder(&[None, None, at(-1)], 1), 1);
+        assert_eq!(founder(&[None, at(3), None], 0), 1);
+    }
+}
