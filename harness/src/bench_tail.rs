@@ -223,13 +223,10 @@ pub fn read_latencies_ms(history: &History, warmup_s: f64) -> Vec<f64> {
     v
 }
 
-/// The `q` quantile (nearest rank) of sorted values; 0 for none.
+/// The `q` quantile of sorted values ([`splitbrain_checkers::quantile`]'s nearest rank);
+/// 0 for none (a cell with no completed read shows 0, as its table always has).
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    splitbrain_checkers::quantile::quantile_of_sorted(sorted, q).unwrap_or(0.0)
 }
 
 /// Measures one cell at `rate` ops/s.
