@@ -394,7 +394,7 @@ pub fn write_outputs(
     std::fs::write(dir.join("report.html"), html)?;
     std::fs::write(
         dir.join("junit.xml"),
-        splitbrain_reports::junit_xml(summary),
+        splitbrain_reports::junit_xml(summary).context("rendering JUnit XML")?,
     )?;
     Ok(())
 }

@@ -121,7 +121,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
         }
     }
     if let Some(path) = &a.junit {
-        std::fs::write(path, junit_xml(&summary))
+        std::fs::write(path, junit_xml(&summary).context("rendering JUnit XML")?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.format == "json" {
