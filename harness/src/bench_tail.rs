@@ -19,7 +19,7 @@
 //! cells interleaved so that a bad minute touches all policies alike) and shows each
 //! cell's median run by p99, beside every run's p99.
 
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::controller::run_test;
 use crate::spec::TestSpec;
 use crate::target::kv::ReadCounters;
@@ -169,7 +169,8 @@ fn spec(
 /// Runs one test; returns its history, verdict, ok ops/s and the clients' read counts.
 async fn run_one(spec: &TestSpec) -> anyhow::Result<(History, Validity, f64, ReadCounters)> {
     let target = crate::target::by_name("kv").context("the kv target")?;
-    let workload = crate::workload::by_name("register").context("the register workload")?;
+    let workload =
+        crate::workload::registry::by_name("register").context("the register workload")?;
     let before = ReadCounters::now();
     let outcome = run_test(
         spec,

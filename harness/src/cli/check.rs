@@ -4,7 +4,9 @@ use super::flags::CheckFlags;
 use super::{usage, verdict_code};
 use anyhow::Context;
 use clap::Args;
-use splitbrain::check::{check_history, infer_workload, locate_history, write_outputs};
+use splitbrain::check::{
+    check_history, checkers_for_workload, infer_workload, locate_history, write_outputs,
+};
 use splitbrain::store::record_recheck;
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
@@ -56,7 +58,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
         ),
         (Some(w), None) => (
             w.clone(),
-            check.for_workload(w).map_err(|e| usage(format!("{e:#}")))?,
+            checkers_for_workload(w, &check).map_err(|e| usage(format!("{e:#}")))?,
         ),
         (_, Some(m)) => (
             format!("model:{m}"),
@@ -70,7 +72,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
                 Some(m) => vec![check
                     .linearizability(m)
                     .map_err(|e| usage(format!("{e:#}")))?],
-                None => check.for_workload(inferred)?,
+                None => checkers_for_workload(inferred, &check)?,
             };
             (inferred.to_string(), checkers)
         }
