@@ -78,7 +78,6 @@ pub const TRAIN_ARGS: &[&str] = &[
 /// default `--nodes 5` and all it shrinks to) divides it.
 pub const DATASET_SIZE: u64 = 13440;
 
-
 /// Pause between steps: bounds the history (and the reference replay) to a few thousand
 /// steps a minute.
 const STEP_DELAY_MS: &str = "20";
