@@ -74,6 +74,16 @@ fn run_defaults(name: &str) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Drained while the run goes, so a chatty run cannot fill a pipe and stall.
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = String::new();
+            let _ = pipe.read_to_string(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
     let deadline = Instant::now() + RUN_BOUND;
     let code = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -86,11 +96,10 @@ fn run_defaults(name: &str) -> (Option<i32>, String) {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let out = child.wait_with_output().unwrap();
     let text = format!(
         "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default()
     );
     (code, text)
 }
