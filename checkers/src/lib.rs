@@ -22,6 +22,7 @@ pub mod eventual;
 pub mod history;
 pub mod jepsen;
 pub mod linearizability;
+pub mod quantile;
 pub mod shrink;
 pub mod verdict;
 

@@ -19,7 +19,7 @@
 //! cells interleaved so that a bad minute touches all policies alike) and shows each
 //! cell's median run by p99, beside every run's p99.
 
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::controller::run_test;
 use crate::spec::TestSpec;
 use crate::target::kv::ReadCounters;
@@ -170,7 +170,8 @@ fn spec(
 /// Runs one test; returns its history, verdict, ok ops/s and the clients' read counts.
 async fn run_one(spec: &TestSpec) -> anyhow::Result<(History, Validity, f64, ReadCounters)> {
     let target = crate::target::by_name("kv").context("the kv target")?;
-    let workload = crate::workload::by_name("register").context("the register workload")?;
+    let workload =
+        crate::workload::registry::by_name("register").context("the register workload")?;
     let before = ReadCounters::now();
     let outcome = run_test(
         spec,
@@ -224,13 +225,10 @@ pub fn read_latencies_ms(history: &History, warmup_s: f64) -> Vec<f64> {
     v
 }
 
-/// The `q` quantile (nearest rank) of sorted values; 0 for none.
+/// The `q` quantile of sorted values ([`splitbrain_checkers::quantile`]'s nearest rank);
+/// 0 for none (a cell with no completed read shows 0, as its table always has).
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    splitbrain_checkers::quantile::quantile_of_sorted(sorted, q).unwrap_or(0.0)
 }
 
 /// Measures one cell at `rate` ops/s.

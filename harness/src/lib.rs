@@ -16,6 +16,7 @@ pub mod bench;
 pub mod bench_converge;
 pub mod bench_tail;
 pub mod check;
+pub mod check_options;
 pub mod cluster;
 pub mod controller;
 pub mod converge;

@@ -1,4 +1,5 @@
-//! The `splitbrain` command line: `test`, `check`, `list`, `bench`.
+//! The `splitbrain` command line: `test`, `check`, `list`, `bench`, `compare`, `serve`,
+//! `suite`, `report` (one file per command under `cli/`).
 //!
 //! Exit codes (DESIGN.md): 0 valid, 1 invalid, 2 usage error, 3 unknown, 4 the harness or
 //! the system under test could not run.

@@ -115,3 +115,23 @@ pub struct TestSpec {
 pub fn default_converge_bound_s() -> f64 {
     crate::converge::CONVERGE_BOUND.as_secs_f64()
 }
+
+/// The options a test spec sets for its target. Written here, beside the spec, so that
+/// `target/` (which the spec's owners use) needs nothing from the spec: no import circle.
+impl crate::target::TargetOptions {
+    /// The options a test spec sets.
+    pub fn from_spec(spec: &TestSpec) -> crate::target::TargetOptions {
+        crate::target::TargetOptions {
+            shards: spec.shards,
+            read_mode: spec.read_mode.clone(),
+            bugs: spec.bugs.clone(),
+            op_timeout: std::time::Duration::from_millis(spec.op_timeout_ms),
+            hedge_delay: std::time::Duration::from_millis(spec.hedge_delay_ms),
+            workload: spec.workload.clone(),
+            wait: spec.wait,
+            read_from: spec.read_from.clone(),
+            replication: spec.replication.clone(),
+            transport: spec.transport.clone(),
+        }
+    }
+}

@@ -206,7 +206,9 @@ fn check_runs_jepsen_checkers_by_name_with_design_exit_codes() {
     assert_eq!(code, Some(1), "{text}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(
-        xml.contains("<testcase name=\"unique-ids\"><failure") && xml.contains("failures=\"1\""),
+        xml.contains("<testcase name=\"unique-ids\"")
+            && xml.contains("<failure message=\"invalid\"")
+            && xml.contains("failures=\"1\""),
         "{xml}"
     );
     assert!(

@@ -2,7 +2,7 @@
 //! 3-node cluster (the `splitbrain-kv` binary must be built beside the test binaries),
 //! one follower's answers delayed 50 ms by the nemesis for the whole run.
 
-use splitbrain::check::CheckOptions;
+use splitbrain::check_options::CheckOptions;
 use splitbrain::controller::run_test;
 use splitbrain::spec::TestSpec;
 use splitbrain::target::kv::ReadCounters;
@@ -58,7 +58,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         maelstrom: None,
     };
     let target = splitbrain::target::by_name("kv").unwrap();
-    let workload = splitbrain::workload::by_name("register").unwrap();
+    let workload = splitbrain::workload::registry::by_name("register").unwrap();
     let before = ReadCounters::now();
     let outcome = run_test(
         &spec,

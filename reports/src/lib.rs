@@ -91,36 +91,33 @@ impl RunSummary {
     }
 }
 
-/// JUnit XML with one test case per checker, for CI systems that read it.
-pub fn junit_xml(summary: &RunSummary) -> String {
-    let failures = summary
-        .results
-        .iter()
-        .filter(|r| r.valid == Validity::Invalid)
-        .count();
-    let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{}\">\n",
-        xml_escape(&summary.test_name),
-        summary.results.len(),
-        failures
-    );
+/// JUnit XML with one test case per checker, for CI systems that read it: an invalid
+/// checker is a `<failure>`, an unknown one `<skipped>`, each with the explanation. Written
+/// by `quick-junit`, as the suite's JUnit is.
+pub fn junit_xml(summary: &RunSummary) -> Result<String, quick_junit::SerializeError> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut suite = TestSuite::new(summary.test_name.clone());
     for r in &summary.results {
-        out.push_str(&format!("  <testcase name=\"{}\">", xml_escape(&r.checker)));
-        match r.valid {
-            Validity::Valid => {}
-            Validity::Invalid => out.push_str(&format!(
-                "<failure message=\"invalid\">{}</failure>",
-                xml_escape(&r.explanation)
-            )),
-            Validity::Unknown => out.push_str(&format!(
-                "<skipped message=\"unknown\">{}</skipped>",
-                xml_escape(&r.explanation)
-            )),
-        }
-        out.push_str("</testcase>\n");
+        let status = match r.valid {
+            Validity::Valid => TestCaseStatus::success(),
+            Validity::Invalid => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message("invalid")
+                    .set_description(r.explanation.clone());
+                s
+            }
+            Validity::Unknown => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message("unknown")
+                    .set_description(r.explanation.clone());
+                s
+            }
+        };
+        suite.add_test_case(TestCase::new(r.checker.clone(), status));
     }
-    out.push_str("</testsuite>\n");
-    out
+    let mut report = Report::new("splitbrain");
+    report.add_test_suite(suite);
+    report.to_string()
 }
 
 /// Escapes text for XML and HTML.
@@ -129,4 +126,32 @@ pub fn xml_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn junit_has_a_case_per_checker_a_failure_per_invalid_and_a_skip_per_unknown() {
+        let results = vec![
+            CheckResult::new("linearizability", Validity::Valid, "ok"),
+            CheckResult::new("elle", Validity::Invalid, "G1c: <a> & \"b\""),
+            CheckResult::new("hollow-run", Validity::Unknown, "no read observed"),
+        ];
+        let summary = RunSummary::new(
+            "kv-register".into(),
+            None,
+            results,
+            HistoryStats::default(),
+            Some(1),
+        );
+        let xml = junit_xml(&summary).unwrap();
+        assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+        assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+        assert_eq!(xml.matches("<skipped ").count(), 1, "{xml}");
+        assert!(xml.contains("failures=\"1\""), "{xml}");
+        // The explanation is escaped, not raw markup.
+        assert!(xml.contains("G1c: &lt;a&gt; &amp;"), "{xml}");
+    }
 }

@@ -90,16 +90,12 @@ pub fn history_stats(history: &History) -> HistoryStats {
     }
 }
 
-/// The `q` quantile of `latencies` (ns) in ms: the element a sort would put at the
-/// rounded position `(len - 1) * q`, found by selection (a history has millions), which
-/// reorders `latencies`.
+/// The `q` quantile of `latencies` (ns) in ms, by [`splitbrain_checkers::quantile`]'s
+/// nearest rank, found by selection (a history has millions), which reorders
+/// `latencies`; 0 for none (the summary's figures are plain numbers).
 fn percentile(latencies: &mut [u64], q: f64) -> f64 {
-    if latencies.is_empty() {
-        return 0.0;
-    }
-    let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-    let (_, nth, _) = latencies.select_nth_unstable(i.min(latencies.len() - 1));
-    *nth as f64 / 1e6
+    splitbrain_checkers::quantile::quantile_by_selection(latencies, q)
+        .map_or(0.0, |ns| ns as f64 / 1e6)
 }
 
 #[cfg(test)]
@@ -115,7 +111,8 @@ mod tests {
         let mut sorted = latencies.clone();
         sorted.sort_unstable();
         for q in [0.0, 0.5, 0.95, 0.99, 1.0] {
-            let at = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+            // Nearest rank: rank ⌈q·n⌉, 1-based.
+            let at = ((sorted.len() as f64 * q).ceil() as usize).max(1) - 1;
             let mut shuffled = latencies.clone();
             assert_eq!(percentile(&mut shuffled, q), sorted[at] as f64 / 1e6, "{q}");
         }

@@ -229,17 +229,17 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// Nearest-rank quantiles p50/p95/p99/max of `v` (sorted here), or null when empty.
+/// Quantiles p50/p95/p99/max of `v` (sorted here; [`crate::quantile`]'s nearest rank),
+/// or null when empty.
 fn quantiles(v: &mut [f64]) -> Value {
-    if v.is_empty() {
-        return Value::Null;
-    }
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        v[rank - 1]
-    };
-    json!({"p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "max": v[v.len() - 1], "count": v.len()})
+    let q = |p: f64| crate::quantile::quantile_of_sorted(v, p);
+    match (q(0.50), q(0.95), q(0.99), q(1.0)) {
+        (Some(p50), Some(p95), Some(p99), Some(max)) => {
+            json!({"p50": p50, "p95": p95, "p99": p99, "max": max, "count": v.len()})
+        }
+        _ => Value::Null,
+    }
 }
 
 /// Renders up to 10 integers, then how many more.

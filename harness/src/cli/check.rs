@@ -5,7 +5,8 @@ use super::{usage, verdict_code};
 use anyhow::Context;
 use clap::Args;
 use splitbrain::check::{
-    check_history, infer_workload, locate_history, write_outputs, CheckOptions, StoredRun,
+    check_history, checkers_for_workload, infer_workload, locate_history, write_outputs,
+    CheckOptions, StoredRun,
 };
 use splitbrain::store::record_recheck;
 use splitbrain_checkers::history::read::read_path;
@@ -67,7 +68,7 @@ pub(crate) fn select_checkers(
         ),
         (Some(w), None) => (
             w.clone(),
-            check.for_workload(w).map_err(|e| usage(format!("{e:#}")))?,
+            checkers_for_workload(w, check).map_err(|e| usage(format!("{e:#}")))?,
         ),
         (_, Some(m)) => (
             format!("model:{m}"),
@@ -81,7 +82,7 @@ pub(crate) fn select_checkers(
                 Some(m) => vec![check
                     .linearizability(m)
                     .map_err(|e| usage(format!("{e:#}")))?],
-                None => check.for_workload(inferred)?,
+                None => checkers_for_workload(inferred, check)?,
             };
             (inferred.to_string(), checkers)
         }
@@ -166,7 +167,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
         )?;
     }
     if let Some(path) = &a.junit {
-        std::fs::write(path, junit_xml(&summary))
+        std::fs::write(path, junit_xml(&summary).context("rendering JUnit XML")?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.format == "json" {

@@ -1,7 +1,7 @@
 //! Check flags shared by `test` and `check`.
 
 use clap::Args;
-use splitbrain::check::CheckOptions;
+use splitbrain::check_options::CheckOptions;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]

@@ -34,7 +34,7 @@ pub(crate) fn list_text() -> String {
         .collect();
     out.push_str(&format!("    workloads: {}\n", names.join(", ")));
     out.push_str("workloads:\n");
-    for w in splitbrain::workload::all() {
+    for w in splitbrain::workload::registry::all() {
         out.push_str(&format!("  {:<24} {}\n", w.name(), w.description()));
     }
     out.push_str("linearizability models (--model):\n");

@@ -24,9 +24,10 @@ pub(crate) struct TestArgs {
     /// serves (docs/http-contract.md).
     #[arg(long)]
     target_spec: Option<PathBuf>,
-    /// What the clients do.
-    #[arg(long, default_value = "register")]
-    workload: String,
+    /// What the clients do [default: `register` where the target runs it, else the
+    /// first workload `splitbrain list` shows for the target].
+    #[arg(long)]
+    workload: Option<String>,
     /// Faults, comma separated: partition,kill,pause,clock,slow,loss or none
     /// [default: partition,kill,pause; with --target maelstrom: none, as Maelstrom's].
     #[arg(long)]
@@ -173,7 +174,7 @@ pub(crate) struct PreparedTest {
     pub(crate) spec: TestSpec,
     target: PreparedTarget,
     workload: Box<dyn splitbrain::workload::Workload>,
-    check: splitbrain::check::CheckOptions,
+    check: splitbrain::check_options::CheckOptions,
 }
 
 impl TestArgs {
@@ -253,18 +254,32 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
             a.target
         )));
     }
-    let Some(workload) = splitbrain::workload::by_name(&a.workload) else {
+    // A target's defaults run: without --workload, `register` where the target runs it
+    // (what every target that runs it has always defaulted to), else its first workload.
+    let runs = target.workloads();
+    let workload_name: String = match &a.workload {
+        Some(w) => w.clone(),
+        None if runs.contains(&"register") => "register".into(),
+        None => match runs.first() {
+            Some(first) => first.to_string(),
+            None => {
+                return Err(usage(format!(
+                    "target {} names no workload; set --workload",
+                    a.target
+                )))
+            }
+        },
+    };
+    let Some(workload) = splitbrain::workload::registry::by_name(&workload_name) else {
         return Err(usage(format!(
-            "unknown workload {:?}; `splitbrain list` shows them",
-            a.workload
+            "unknown workload {workload_name:?}; `splitbrain list` shows them",
         )));
     };
-    if !target.workloads().contains(&a.workload.as_str()) {
+    if !runs.contains(&workload_name.as_str()) {
         return Err(usage(format!(
-            "target {} cannot run workload {:?} (it runs: {})",
+            "target {} cannot run workload {workload_name:?} (it runs: {}); set --workload",
             a.target,
-            a.workload,
-            target.workloads().join(", ")
+            runs.join(", ")
         )));
     }
     for bug in &a.bugs {
@@ -306,7 +321,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     workload
         .checkers(&check)
         .map_err(|e| usage(format!("{e:#}")))?;
-    let mut spec = common_spec(a, None)?;
+    let mut spec = common_spec(a, &workload_name, None)?;
     spec.target_spec = target_spec;
     Ok(PreparedTest {
         spec,
@@ -366,11 +381,16 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     if !bin.is_file() {
         return Err(usage(format!("--bin {} is not a file", bin.display())));
     }
-    let Some(workload) = MaelstromWorkload::parse(&a.workload) else {
-        let names: Vec<&str> = WORKLOADS.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = WORKLOADS.iter().map(|(n, _)| *n).collect();
+    let Some(workload_name) = a.workload.as_deref() else {
         return Err(usage(format!(
-            "target maelstrom cannot run workload {:?} (it runs: {})",
-            a.workload,
+            "--target maelstrom needs --workload NAME, the Maelstrom workload its nodes serve (one of: {})",
+            names.join(", ")
+        )));
+    };
+    let Some(workload) = MaelstromWorkload::parse(workload_name) else {
+        return Err(usage(format!(
+            "target maelstrom cannot run workload {workload_name:?} (it runs: {}); set --workload",
             names.join(", ")
         )));
     };
@@ -411,7 +431,7 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         latency_dist,
         topology: a.topology.clone(),
     };
-    let spec = common_spec(a, Some(m))?;
+    let spec = common_spec(a, workload_name, Some(m))?;
     Ok(PreparedTest {
         spec,
         target: PreparedTarget::Maelstrom(workload),
@@ -421,7 +441,11 @@ fn prepare_maelstrom(a: &TestArgs) -> anyhow::Result<PreparedTest> {
 }
 
 /// The parts of a test spec every target shares.
-fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result<TestSpec> {
+fn common_spec(
+    a: &TestArgs,
+    workload: &str,
+    maelstrom: Option<MaelstromSpec>,
+) -> anyhow::Result<TestSpec> {
     let hosts = remote_hosts(a, maelstrom.is_some())?;
     if a.stop_on_anomaly && (maelstrom.is_some() || hosts.is_some()) {
         return Err(usage(
@@ -470,10 +494,10 @@ fn common_spec(a: &TestArgs, maelstrom: Option<MaelstromSpec>) -> anyhow::Result
         name: a
             .name
             .clone()
-            .unwrap_or_else(|| format!("{}-{}", a.target, a.workload)),
+            .unwrap_or_else(|| format!("{}-{workload}", a.target)),
         target: a.target.clone(),
         target_spec: None,
-        workload: a.workload.clone(),
+        workload: workload.to_string(),
         nemesis,
         nemesis_interval_s: a.nemesis_interval,
         nemesis_plan: a.nemesis_plan.clone(),

@@ -36,7 +36,7 @@ pub mod protocol;
 pub mod services;
 pub mod workloads;
 
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::controller::{drive, finish_run, DriveClients, RunOutcome};
 use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;

@@ -512,18 +512,16 @@ fn is_client(id: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Latency quantiles ([`splitbrain_checkers::quantile`]'s nearest rank); all 0 for none.
 fn quantiles(v: &[f64]) -> Latency {
-    if v.is_empty() {
-        return Latency::default();
-    }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    let q = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
+    let q = |p: f64| splitbrain_checkers::quantile::quantile_of_sorted(&s, p).unwrap_or(0.0);
     Latency {
         p50: q(0.5),
         p95: q(0.95),
         p99: q(0.99),
-        max: s[s.len() - 1],
+        max: q(1.0),
     }
 }
 

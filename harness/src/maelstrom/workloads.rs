@@ -12,7 +12,7 @@
 //! | `txn-list-append`, `txn-rw-register` | `txn` | Elle at `--consistency-model` |
 //! | `kafka` | `send`, `poll`, `commit_offsets`, `list_committed_offsets` ([`super::kafka`]) | kafka: no lost, misplaced or reordered message, monotonic committed offsets |
 
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::target::Invocation;
 use crate::workload::{
     eventual::checkers_for, register, txn, OpGenerator, Workload, WorkloadOptions,

@@ -11,7 +11,7 @@ use super::firewall::{self, HostFirewall, RemoteFirewall};
 use super::hosts::Host;
 use super::session::HostSession;
 use super::RemoteError;
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::controller::{
     drive, finish_run, open_run, record_start_failure, DriveClients, RunOutcome,
 };

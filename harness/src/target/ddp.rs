@@ -53,7 +53,7 @@ pub const TRAIN_ARGS: &[&str] = &[
     "--seed",
     "7",
     "--dataset-size",
-    "2048",
+    "13440",
     "--input",
     "32",
     "--hidden",
@@ -72,8 +72,11 @@ pub const TRAIN_ARGS: &[&str] = &[
     "5",
 ];
 
-/// Samples in the data set ([`TRAIN_ARGS`]).
-pub const DATASET_SIZE: u64 = 2048;
+/// Samples in the data set ([`TRAIN_ARGS`]). A rank refuses a data set that is not a
+/// multiple of world size × batch (no sampler padding), and the world shrinks and grows as
+/// ranks die and rejoin: 13440 = 16 × lcm(1..=8), so every world of 1 to 8 ranks (the
+/// default `--nodes 5` and all it shrinks to) divides it.
+pub const DATASET_SIZE: u64 = 13440;
 
 /// Pause between steps: bounds the history (and the reference replay) to a few thousand
 /// steps a minute.
@@ -336,6 +339,16 @@ impl Client for DdpClient {
 mod tests {
     use super::*;
 
+    /// Per-rank batch in [`TRAIN_ARGS`] (asserted below to be what the ranks are given).
+    const BATCH: u64 = 16;
+
+    #[test]
+    fn every_world_of_one_to_eight_ranks_divides_the_data_set() {
+        for world in 1..=8u64 {
+            assert_eq!(DATASET_SIZE % (world * BATCH), 0, "world {world}");
+        }
+    }
+
     #[test]
     fn reads_the_first_record_of_an_answer() {
         let a = json!({"type": "ok", "steps": [{"step": 4, "rank": 1}, {"step": 5}]});
@@ -362,10 +375,8 @@ mod tests {
         let args = DdpTarget.node_args(0, a, a, &[a, a], std::path::Path::new("/tmp/x"), &opts);
         let joined = args.join(" ");
         assert!(joined.contains("--peer 2=127.0.0.1:1") && joined.contains("--bug stale-bucket"));
-        assert!(
-            joined.contains("--dataset-size 2048")
-                && joined.contains(&format!("--dataset-size {DATASET_SIZE}"))
-        );
+        assert!(joined.contains(&format!("--dataset-size {DATASET_SIZE}")));
+        assert!(joined.contains(&format!("--batch {BATCH}")));
         assert!(
             !joined.contains("--transport"),
             "tcp unless asked: {joined}"

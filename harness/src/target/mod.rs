@@ -97,24 +97,6 @@ pub struct TargetOptions {
     pub transport: Option<String>,
 }
 
-impl TargetOptions {
-    /// The options a test spec sets.
-    pub fn from_spec(spec: &crate::spec::TestSpec) -> TargetOptions {
-        TargetOptions {
-            shards: spec.shards,
-            read_mode: spec.read_mode.clone(),
-            bugs: spec.bugs.clone(),
-            op_timeout: Duration::from_millis(spec.op_timeout_ms),
-            hedge_delay: Duration::from_millis(spec.hedge_delay_ms),
-            workload: spec.workload.clone(),
-            wait: spec.wait,
-            read_from: spec.read_from.clone(),
-            replication: spec.replication.clone(),
-            transport: spec.transport.clone(),
-        }
-    }
-}
-
 /// A bug a target can be started with, for `splitbrain list` and validation. Borrowed
 /// from the target: the bundled ones are constants, an `exec` target's come from its spec
 /// file.

@@ -5,7 +5,7 @@
 //! stability, session guarantees and the booking invariants.
 
 use super::{KeyRotation, OpGenerator, Workload, WorkloadOptions};
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::target::Invocation;
 use rand::seq::SliceRandom;
 use rand::Rng;

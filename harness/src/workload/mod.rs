@@ -5,11 +5,13 @@ pub mod bank;
 pub mod eventual;
 mod keys;
 pub mod register;
+pub mod registry;
 pub mod train;
 pub mod txn;
 
 pub use keys::KeyRotation;
 
+use crate::check_options::CheckOptions;
 use crate::target::Invocation;
 use rand_chacha::ChaCha8Rng;
 use splitbrain_checkers::Checker;
@@ -53,26 +55,5 @@ pub trait Workload: Send + Sync {
     /// A fresh generator.
     fn generator(&self, opts: WorkloadOptions) -> Box<dyn OpGenerator>;
     /// The checkers its histories are judged by.
-    fn checkers(&self, check: &crate::check::CheckOptions)
-        -> anyhow::Result<Vec<Box<dyn Checker>>>;
-}
-
-/// Every workload.
-pub fn all() -> Vec<Box<dyn Workload>> {
-    vec![
-        Box::new(register::RegisterWorkload),
-        Box::new(register::AppendWorkload),
-        Box::new(txn::ListAppendWorkload),
-        Box::new(txn::RwRegisterWorkload),
-        Box::new(bank::BankWorkload),
-        Box::new(train::TrainWorkload),
-        Box::new(eventual::SetWorkload),
-        Box::new(eventual::BookingWorkload),
-        Box::new(eventual::CounterWorkload),
-    ]
-}
-
-/// Looks a workload up by name.
-pub fn by_name(name: &str) -> Option<Box<dyn Workload>> {
-    all().into_iter().find(|w| w.name() == name)
+    fn checkers(&self, check: &CheckOptions) -> anyhow::Result<Vec<Box<dyn Checker>>>;
 }

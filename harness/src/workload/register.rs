@@ -3,7 +3,7 @@
 //! linearizability key by key.
 
 use super::{KeyRotation, OpGenerator, Workload, WorkloadOptions};
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::target::Invocation;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

@@ -10,7 +10,7 @@
 //! batches and averages across shrinking and growing the group.
 
 use super::{OpGenerator, Workload, WorkloadOptions};
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::target::ddp::{DATASET_SIZE, TRAIN_ARGS};
 use crate::target::Invocation;
 use rand_chacha::ChaCha8Rng;

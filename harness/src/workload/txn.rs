@@ -4,11 +4,12 @@
 //! by the Elle-style checker at `--consistency-model` (default strict-serializable).
 
 use super::{KeyRotation, OpGenerator, Workload, WorkloadOptions};
-use crate::check::CheckOptions;
+use crate::check_options::CheckOptions;
 use crate::target::Invocation;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
+use splitbrain_checkers::elle::ElleWorkload;
 use splitbrain_checkers::Checker;
 
 /// Longest transaction generated, in micro-ops.
@@ -28,7 +29,7 @@ impl Workload for ListAppendWorkload {
         Box::new(TxnGenerator::new(opts, "append"))
     }
     fn checkers(&self, check: &CheckOptions) -> anyhow::Result<Vec<Box<dyn Checker>>> {
-        check.for_workload(self.name())
+        Ok(vec![check.elle(ElleWorkload::ListAppend)?])
     }
 }
 
@@ -46,7 +47,7 @@ impl Workload for RwRegisterWorkload {
         Box::new(TxnGenerator::new(opts, "w"))
     }
     fn checkers(&self, check: &CheckOptions) -> anyhow::Result<Vec<Box<dyn Checker>>> {
-        check.for_workload(self.name())
+        Ok(vec![check.elle(ElleWorkload::RwRegister)?])
     }
 }
 

@@ -75,9 +75,10 @@ fn bucket_width(span_s: f64) -> f64 {
     .unwrap_or(600.0)
 }
 
+/// The `q` quantile of a bucket's sorted latencies ([`splitbrain_checkers::quantile`]'s
+/// nearest rank); 0 for an empty bucket.
 fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+    splitbrain_checkers::quantile::quantile_of_sorted(sorted, q).unwrap_or(0.0)
 }
 
 /// Computes the plots' data for a history.

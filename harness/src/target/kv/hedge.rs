@@ -93,16 +93,13 @@ impl LatencyWindow {
         self.samples.len()
     }
 
-    /// The `q` quantile (nearest rank) of the samples, None when empty.
+    /// The `q` quantile ([`splitbrain_checkers::quantile`]'s nearest rank) of the samples,
+    /// None when empty.
     pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
-        if self.samples.is_empty() {
-            return None;
-        }
         let mut v: Vec<Duration> = self.samples.iter().copied().collect();
-        let rank = ((q.clamp(0.0, 1.0) * v.len() as f64).ceil() as usize).clamp(1, v.len());
         // A selection, not a sort: the delay takes one per replica every few reads, under
         // the lock every client shares.
-        Some(*v.select_nth_unstable(rank - 1).1)
+        splitbrain_checkers::quantile::quantile_by_selection(&mut v, q)
     }
 }
 
