@@ -182,7 +182,8 @@ fn only_monotone_elle_classes_count() {
 
 #[test]
 fn a_wrong_bank_total_counts_and_a_valid_prefix_says_nothing() {
-    let bank: Vec<Box<dyn Checker>> = CheckOptions::default().for_workload("bank").unwrap();
+    let bank: Vec<Box<dyn Checker>> =
+        crate::check::checkers_for_workload("bank", &CheckOptions::default()).unwrap();
     let read = |p: u64, a: i64, b: i64| {
         vec![
             op(p, OpType::Invoke, "read", None, json!(null)),

@@ -176,7 +176,7 @@ impl Cell {
             return Vec::new();
         }
         let workload = o.workload.as_deref().unwrap_or("register");
-        let checks_online = crate::workload::by_name(workload)
+        let checks_online = crate::workload::registry::by_name(workload)
             .and_then(|w| w.checkers(&crate::check::CheckOptions::default()).ok())
             .is_some_and(|cs| {
                 cs.iter()
