@@ -6,6 +6,7 @@
 
 mod bench;
 mod check;
+mod checker_selection;
 mod compare;
 mod flags;
 mod list;

@@ -1,7 +1,7 @@
 //! `splitbrain shrink --history`: the smallest sub-history that still fails the same way,
 //! with the checker as the oracle (see `splitbrain_checkers::shrink`).
 
-use super::check::{select_checkers, CheckerSelection};
+use super::checker_selection::{load, select_checkers, CheckerSelection};
 use super::flags::CheckFlags;
 use super::usage;
 use anyhow::Context;
@@ -59,7 +59,7 @@ impl Default for ShrinkFlags {
 }
 
 pub(crate) fn cmd_shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
-    let (stored, history, check) = super::check::load(&a.history, &a.check)?;
+    let (stored, history, check) = load(&a.history, &a.check)?;
     let (name, checkers) = select_checkers(&a.selection, &history, &stored, &check)?;
     let results: Vec<CheckResult> = checkers.iter().map(|c| c.check(&history)).collect();
     eprintln!("checked {} as {name}", stored.history.display());
