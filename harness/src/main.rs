@@ -1,4 +1,4 @@
-//! The `splitbrain` command line: `test`, `check`, `list`, `bench`, `compare`, `serve`,
+//! The `splitbrain` command line: `test`, `check`, `shrink`, `list`, `bench`, `compare`, `serve`,
 //! `suite`, `report` (one file per command under `cli/`).
 //!
 //! Exit codes (DESIGN.md): 0 valid, 1 invalid, 2 usage error, 3 unknown, 4 the harness or
