@@ -5,9 +5,8 @@
 //! server's programs, and for Galera root (network namespaces); skips otherwise, through
 //! `testing/skip.rs`. One cluster at a time; each run leaves no server or work directory.
 
-#[path = "../../testing/skip.rs"]
-mod skip;
 mod support;
+use support::skip;
 
 use serde_json::Value;
 use splitbrain::target::mariadb::WorkDir;
