@@ -192,7 +192,6 @@ pub fn shrink(
     let provenance = Provenance::of(&units, ops);
     let mut oracle = Oracle {
         history,
-        ops,
         units: &units,
         provenance: &provenance,
         checker,
@@ -229,7 +228,7 @@ pub fn shrink(
     }
     let (kept, result) = ddmin(&mut oracle, best)?;
     Ok(Shrunk {
-        history: units.history(history, ops, &kept)?,
+        history: units.history(history, &kept)?,
         result,
         ops_before: ops.len(),
         ops_after: kept.iter().map(|&u| units.ops[u].len()).sum(),
@@ -306,7 +305,6 @@ fn split(items: &[usize], n: usize) -> Vec<Vec<usize>> {
 /// The checker as an oracle over sets of units, counting checks against the bounds.
 struct Oracle<'a> {
     history: &'a History,
-    ops: &'a [Op],
     units: &'a Units,
     provenance: &'a Provenance,
     checker: &'a dyn Checker,
@@ -320,7 +318,7 @@ struct Oracle<'a> {
 impl Oracle<'_> {
     fn run(&mut self, kept: &[usize]) -> Result<CheckResult, ShrinkError> {
         self.checks += 1;
-        let h = self.units.history(self.history, self.ops, kept)?;
+        let h = self.units.history(self.history, kept)?;
         Ok(self.checker.check(&h))
     }
 
@@ -378,12 +376,7 @@ impl Units {
     }
 
     /// The sub-history of the `kept` units, in the original order, indices as carried.
-    fn history(
-        &self,
-        history: &History,
-        ops: &[Op],
-        kept: &[usize],
-    ) -> Result<History, HistoryError> {
+    fn history(&self, history: &History, kept: &[usize]) -> Result<History, HistoryError> {
         let mut positions: Vec<usize> = kept
             .iter()
             .flat_map(|&u| self.ops[u].iter().copied())
@@ -391,11 +384,7 @@ impl Units {
         positions.sort_unstable();
         let picked = positions
             .into_iter()
-            .map(|pos| {
-                let mut op = ops[pos].clone();
-                op.index = history.op_index(pos);
-                op
-            })
+            .filter_map(|pos| history.carried_op(pos))
             .collect();
         History::new(picked)
     }

@@ -86,12 +86,10 @@ fn op_index(history: &History, pos: usize) -> u64 {
 
 /// The op at `pos` as history JSON (with the history's own index), for evidence.
 fn op_json(history: &History, pos: usize) -> Value {
-    let Some(op) = history.op(pos) else {
-        return Value::Null;
-    };
-    let mut op = op.into_owned();
-    op.index = history.op_index(pos);
-    serde_json::to_value(op).unwrap_or(Value::Null)
+    history
+        .carried_op(pos)
+        .and_then(|op| serde_json::to_value(op).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// Evidence ops at the given positions, each once, in history order.

@@ -209,6 +209,13 @@ impl History {
             .unwrap_or(pos as u64)
     }
 
+    /// The op at `pos` as its file had it: carrying its own index, not its position.
+    pub fn carried_op(&self, pos: usize) -> Option<Op> {
+        let mut op = self.op(pos)?.into_owned();
+        op.index = self.op_index(pos);
+        Some(op)
+    }
+
     /// Every op, in order.
     pub fn ops(&self) -> &[Op] {
         self.ops.get_or_init(|| match &self.source {

@@ -163,15 +163,7 @@ fn default_out(path: &Path) -> PathBuf {
 
 /// The history's ops carrying the indices of the original file.
 fn carried_ops(h: &History) -> Vec<splitbrain_checkers::Op> {
-    h.ops()
-        .iter()
-        .enumerate()
-        .map(|(p, op)| {
-            let mut op = op.clone();
-            op.index = h.op_index(p);
-            op
-        })
-        .collect()
+    (0..h.len()).filter_map(|p| h.carried_op(p)).collect()
 }
 
 /// The shrunk history (original indices), its results and report, as a run directory
