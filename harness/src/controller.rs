@@ -10,6 +10,7 @@
 
 use crate::check::{check_history, CheckOptions};
 use crate::cluster::{Cluster, NodeLayout};
+use crate::live::LiveStatusFile;
 use crate::online::{OnlineMonitor, OnlineOutcome, StopRule};
 use crate::programs::{check_required_programs, find_binary};
 use crate::progress::Progress;
@@ -498,6 +499,9 @@ pub async fn drive<C: ClusterControl>(
         recorder.counts.clone(),
         active.clone(),
     );
+    let live = recorder
+        .dir()
+        .map(|dir| LiveStatusFile::start(dir, time_limit, recorder.counts.clone(), active.clone()));
 
     // The main phase ends at the deadline, or earlier once the target reports
     // `--steps`; a child token, so ending the phase is not an interruption.
@@ -562,6 +566,9 @@ pub async fn drive<C: ClusterControl>(
     *active.lock().unwrap_or_else(|e| e.into_inner()) = "healing".into();
     let heal = nemesis.heal(cluster, &log).await;
     progress.finish();
+    if let Some(live) = &live {
+        live.finish();
+    }
     nemesis_result?;
     heal?;
     if cancel.is_cancelled() {

@@ -22,6 +22,7 @@ pub mod controller;
 pub mod converge;
 pub mod fault_coverage;
 mod layout;
+pub mod live;
 pub mod maelstrom;
 pub mod mesh;
 pub mod online;

@@ -7,7 +7,7 @@ use splitbrain_checkers::history::write::write_op_line;
 use splitbrain_checkers::{Op, OpType, Process};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -49,6 +49,8 @@ pub struct HistoryRecorder {
     /// A copy of every op recorded since [`HistoryRecorder::start_live`], in index order,
     /// for the online checker to take ([`HistoryRecorder::take_live`]).
     live: Arc<Mutex<Option<Vec<Op>>>>,
+    /// The directory of the history file (the run directory), when recording to a file.
+    dir: Option<PathBuf>,
 }
 
 impl HistoryRecorder {
@@ -56,7 +58,14 @@ impl HistoryRecorder {
     /// returns them from [`HistoryRecorder::finish`]. Times count from `start`.
     pub fn create(path: &Path, start: Instant, keep: bool) -> std::io::Result<HistoryRecorder> {
         let file = File::create(path)?;
-        Ok(Self::with_sink(Box::new(file), start, keep))
+        let mut recorder = Self::with_sink(Box::new(file), start, keep);
+        recorder.dir = path.parent().map(Path::to_path_buf);
+        Ok(recorder)
+    }
+
+    /// The directory the history file is in (the run directory); `None` for a sink.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     /// Records into any writer (e.g. `std::io::sink()` for benchmarks).
@@ -94,6 +103,7 @@ impl HistoryRecorder {
             writer: Arc::new(Mutex::new(Some(writer))),
             counts: Arc::new(LiveCounts::default()),
             live: Arc::new(Mutex::new(None)),
+            dir: None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! `splitbrain serve`: browse the run store over HTTP — the list of runs (filterable by
-//! verdict), each run's report, history, results and node logs.
+//! verdict), each run's report, history, results and node logs, and a running test's
+//! live page (`/live/<test>/<run>`, polling the run's `live.json`).
 //!
 //! Only files inside the store are ever served: a request path with `..`, `.` or a root
 //! component (also percent-encoded: the router decodes before we look) is refused, and
@@ -7,14 +8,14 @@
 //! link pointing out of the store is a 404 too. The store's own `latest` links stay inside
 //! and work.
 
-use crate::store::{list_runs, run_time};
+use crate::store::{list_running, list_runs, run_time};
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use splitbrain_checkers::Validity;
-use splitbrain_reports::{directory_html, store_index_html, IndexedRun};
+use splitbrain_reports::{directory_html, live_html, store_index_html, IndexedRun};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub fn router(store: &Path) -> std::io::Result<Router> {
         .route("/runs", get(index))
         .route("/runs/", get(index))
         .route("/runs/{*path}", get(run_file))
+        .route("/live/{*path}", get(live_page))
         .with_state(root))
 }
 
@@ -58,9 +60,10 @@ async fn index(
         });
     let root = root.as_ref().clone();
     // Reading every results.json is blocking file work.
-    let runs = tokio::task::spawn_blocking(move || list_runs(&root))
-        .await
-        .unwrap_or_default();
+    let (runs, running) =
+        tokio::task::spawn_blocking(move || (list_runs(&root), list_running(&root)))
+            .await
+            .unwrap_or_default();
     let indexed: Vec<IndexedRun<'_>> = runs
         .iter()
         .map(|run| IndexedRun {
@@ -68,7 +71,15 @@ async fn index(
             started: run_time(run).map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string()),
         })
         .collect();
-    Html(store_index_html(&indexed, filter))
+    Html(store_index_html(&indexed, &running, filter))
+}
+
+/// The live page of a run directory in the store (it polls the run's `live.json`).
+async fn live_page(State(root): State<Arc<PathBuf>>, UrlPath(rel): UrlPath<String>) -> Response {
+    match resolve_in_store(&root, &rel) {
+        Some(dir) if dir.is_dir() => Html(live_html(rel.trim_end_matches('/'))).into_response(),
+        _ => not_found(),
+    }
 }
 
 async fn run_file(State(root): State<Arc<PathBuf>>, UrlPath(rel): UrlPath<String>) -> Response {

@@ -198,30 +198,43 @@ pub fn load_run(path: &Path) -> Result<ComparedRun, StoredRunError> {
     })
 }
 
+/// Every run directory under `root` (`<test>/<run>/`); `latest` links, which would name
+/// a run twice, are not followed.
+fn run_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(tests) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    tests
+        .flatten()
+        .filter(|test| test.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|test| std::fs::read_dir(test.path()).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter(|run| run.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|run| run.path())
+        .collect()
+}
+
 /// Every run under `root` (`<test>/<run>/results.json`), newest first; `latest` links
 /// and unreadable runs are skipped.
 pub fn list_runs(root: &Path) -> Vec<ComparedRun> {
-    let mut runs = Vec::new();
-    let Ok(tests) = std::fs::read_dir(root) else {
-        return runs;
-    };
-    for test in tests.flatten() {
-        if !test.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let Ok(entries) = std::fs::read_dir(test.path()) else {
-            continue;
-        };
-        for run in entries.flatten() {
-            if run.file_type().is_ok_and(|t| t.is_dir()) {
-                if let Ok(r) = load_run(&run.path()) {
-                    runs.push(r);
-                }
-            }
-        }
-    }
+    let mut runs: Vec<ComparedRun> = run_dirs(root)
+        .iter()
+        .filter_map(|dir| load_run(dir).ok())
+        .collect();
     runs.sort_by(|a, b| run_time(b).cmp(&run_time(a)).then(a.label.cmp(&b.label)));
     runs
+}
+
+/// The runs of the store that have a `live.json` but no `results.json` yet (running, or
+/// whose process died before its check), newest first, as (`<test>/<run>`, last status).
+pub fn list_running(root: &Path) -> Vec<(String, crate::live::LiveStatus)> {
+    let mut running: Vec<(String, crate::live::LiveStatus)> = run_dirs(root)
+        .iter()
+        .filter(|dir| !dir.join("results.json").exists())
+        .filter_map(|dir| Some((run_label(dir), crate::live::read_status(dir)?)))
+        .collect();
+    running.sort_by(|a, b| b.0.cmp(&a.0));
+    running
 }
 
 /// When a run started, from its directory name (`<test>/<YYYYMMDDTHHMMSS>[-n]`).

@@ -10,74 +10,12 @@
 mod support;
 
 use serde_json::json;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use support::browser::{browse, chromium};
 
-/// Longest one browser invocation may take before it is killed.
-const BROWSER_LIMIT: Duration = Duration::from_secs(90);
-
-fn chromium() -> Option<PathBuf> {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find_map(|name| {
-            let ok = Command::new(name)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            ok.then(|| PathBuf::from(name))
-        })
-}
-
-/// Runs Chromium headless on `page` with `extra` arguments; returns (stdout, stderr).
-/// Chromium runs in its own process group, killed by that id if it overruns.
-fn browse(browser: &Path, page: &Path, extra: &[String]) -> (String, String) {
-    let profile = tempfile::tempdir().unwrap();
-    let out = tempfile::NamedTempFile::new().unwrap();
-    let err = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .args([
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .stdout(out.reopen().unwrap())
-        .stderr(err.reopen().unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if started.elapsed() > BROWSER_LIMIT {
-            // The group id is the browser's pid (process_group(0)).
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            panic!(
-                "chromium did not finish within {BROWSER_LIMIT:?} on {}",
-                page.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (
-        std::fs::read_to_string(out.path()).unwrap_or_default(),
-        std::fs::read_to_string(err.path()).unwrap_or_default(),
-    )
+fn file_url(page: &Path) -> String {
+    format!("file://{}", page.display())
 }
 
 /// Console lines Chromium logged for the page (every level: the report logs nothing, so
@@ -94,7 +32,7 @@ fn shots_dir() -> PathBuf {
 
 /// Loads `page` in Chromium: no console output, the timeline ready, a screenshot taken.
 fn assert_renders(browser: &Path, page: &Path, shot: &str) {
-    let (dom, stderr) = browse(browser, page, &["--dump-dom".to_string()]);
+    let (dom, stderr) = browse(browser, &file_url(page), &["--dump-dom".to_string()]);
     let console = console_lines(&stderr);
     assert!(
         console.is_empty(),
@@ -113,7 +51,7 @@ fn assert_renders(browser: &Path, page: &Path, shot: &str) {
     let file = shots_dir().join(shot);
     let (_, stderr) = browse(
         browser,
-        page,
+        &file_url(page),
         &[
             format!("--screenshot={}", file.display()),
             "--window-size=1200,3000".to_string(),
@@ -150,7 +88,7 @@ fn the_console_check_catches_an_uncaught_error() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("bad.html");
     std::fs::write(&page, "<html><body><script>null.x;</script></body></html>").unwrap();
-    let (_, stderr) = browse(&browser, &page, &["--dump-dom".to_string()]);
+    let (_, stderr) = browse(&browser, &file_url(&page), &["--dump-dom".to_string()]);
     assert!(
         console_lines(&stderr)
             .iter()

@@ -2,8 +2,9 @@
 //!
 //! Turns a checked run into things people and machines read: the terminal summary
 //! table, `results.json`, a self-contained `report.html`, JUnit XML for CI, the
-//! side-by-side comparison of runs (`splitbrain compare`), and the page of
-//! `splitbrain bench tail` ([`tail_page`]).
+//! side-by-side comparison of runs (`splitbrain compare`), the page of
+//! `splitbrain bench tail` ([`tail_page`]), and `splitbrain serve`'s pages: the store's
+//! index and a running test's live view ([`live_html`]).
 //!
 //! Invariants: depends only on `splitbrain-checkers` (never on the harness, tokio or
 //! the network); every output is derived from a [`RunSummary`] and the history.
@@ -12,6 +13,7 @@
 
 mod compare;
 mod compare_html;
+mod live;
 mod net;
 mod report;
 mod stats;
@@ -20,6 +22,7 @@ mod table;
 mod tail;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
+pub use live::{live_html, LiveStatus};
 pub use net::{NetStats, NodeNetStats, OpTypeNetStats};
 pub use report::{
     cycles, fault_label, fault_windows, render_html, repeat_command, Cycle, CycleEdge, FaultWindow,

@@ -3,6 +3,7 @@
 //! and files. One self-contained page rendered through `maud` (every value escaped).
 
 use crate::compare::ComparedRun;
+use crate::live::LiveStatus;
 use maud::{html, Markup, DOCTYPE};
 use splitbrain_checkers::Validity;
 
@@ -20,9 +21,15 @@ table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px;text-
 th{background:#f3f3f3}.INVALID{color:#b00020;font-weight:600}.valid{color:#17663a}\
 .unknown{color:#8a6d00}nav a{margin-right:1em}";
 
-/// Renders the index. `filter` keeps only runs with that verdict; the page links to the
-/// other filters. Run links are `/runs/<test>/<run>/...`.
-pub fn store_index_html(runs: &[IndexedRun<'_>], filter: Option<Validity>) -> String {
+/// Renders the index. `running` are the runs not checked yet, each with its last
+/// `live.json` (label `<test>/<run>`), listed first with a link to their live page.
+/// `filter` keeps only checked runs with that verdict; the page links to the other
+/// filters. Run links are `/runs/<test>/<run>/...`.
+pub fn store_index_html(
+    runs: &[IndexedRun<'_>],
+    running: &[(String, LiveStatus)],
+    filter: Option<Validity>,
+) -> String {
     let shown: Vec<&IndexedRun<'_>> = runs
         .iter()
         .filter(|r| filter.is_none_or(|v| r.run.summary.valid == v))
@@ -44,6 +51,30 @@ pub fn store_index_html(runs: &[IndexedRun<'_>], filter: Option<Validity>) -> St
                             (v.label()) " (" (runs.iter().filter(|r| r.run.summary.valid == v).count()) ")"
                         }
                     }
+                }
+                @if !running.is_empty() {
+                    h2 { "Not checked yet" }
+                    table {
+                        thead { tr {
+                            th { "run" } th { "state" } th { "main phase s" } th { "ok" }
+                            th { "fail" } th { "info" } th { "fault" } th { "anomalies found" }
+                        } }
+                        tbody {
+                            @for (label, s) in running {
+                                tr {
+                                    td { a href={ "/live/" (label) } { (label) } }
+                                    td { (s.state) }
+                                    td { (format!("{:.0} / {:.0}", s.elapsed_s, s.time_limit_s)) }
+                                    td { (s.ok) } td { (s.fail) } td { (s.info) }
+                                    td { (s.fault) }
+                                    td class=@if s.anomalies.is_empty() { "" } @else { "INVALID" } {
+                                        (s.anomalies.len())
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    h2 { "Checked" }
                 }
                 @if shown.is_empty() {
                     p { "No runs." }
@@ -142,17 +173,50 @@ mod tests {
                 started: Some("2026-12-01 02:00:00 UTC".into()),
             },
         ];
-        let all = store_index_html(&runs, None);
+        let all = store_index_html(&runs, &[], None);
         assert!(
             all.contains(r#"<a href="/runs/t/1/report.html">t/1</a>"#),
             "{all}"
         );
         assert!(all.contains("&lt;b&gt;") && !all.contains("<b>"), "{all}");
         assert!(all.contains("INVALID (1)") && all.contains("valid (1)"));
-        let invalid = store_index_html(&runs, Some(Validity::Invalid));
+        let invalid = store_index_html(&runs, &[], Some(Validity::Invalid));
         assert!(
             invalid.contains("/runs/t/2/report.html") && !invalid.contains("/runs/t/1/report.html")
         );
+    }
+
+    #[test]
+    fn runs_not_checked_yet_come_first_with_their_live_page() {
+        let checked = run("t/1", Validity::Valid);
+        let runs = [IndexedRun {
+            run: &checked,
+            started: None,
+        }];
+        let status = LiveStatus {
+            state: "running".into(),
+            elapsed_s: 12.3,
+            time_limit_s: 60.0,
+            ok: 410,
+            fail: 2,
+            info: 1,
+            fault: "partition <n1>".into(),
+            anomalies: vec!["linearizable: key 7 INVALID at 4.4 s".into()],
+            updated_unix_ms: 0,
+        };
+        let page = store_index_html(&runs, &[("kv/2".into(), status)], None);
+        let (running, checked) = page.split_once("Checked").expect("two sections");
+        assert!(
+            running.contains(r#"<a href="/live/kv/2">kv/2</a>"#),
+            "{page}"
+        );
+        assert!(
+            running.contains("12 / 60") && running.contains("410"),
+            "{page}"
+        );
+        assert!(running.contains("partition &lt;n1&gt;"), "{page}");
+        assert!(running.contains(r#"class="INVALID">1<"#), "{page}");
+        assert!(checked.contains("/runs/t/1/report.html"), "{page}");
     }
 
     #[test]

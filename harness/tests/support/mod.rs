@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+pub mod browser;
 #[path = "../../../testing/skip.rs"]
 pub mod skip;
 use std::path::Path;
