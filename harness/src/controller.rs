@@ -22,7 +22,9 @@ use crate::worker::{perform, RateLimiter, Worker};
 use crate::workload::{OpGenerator, Workload, WorkloadOptions};
 use anyhow::Context;
 use splitbrain_checkers::{CheckResult, History, OpType, Validity};
-use splitbrain_nemesis::{ClusterControl, Nemesis, NemesisRecorder, NemesisSpec, NetworkFaults};
+use splitbrain_nemesis::{
+    ClusterControl, Nemesis, NemesisError, NemesisRecorder, NemesisSpec, NetworkFaults,
+};
 use splitbrain_reports::{history_stats, RunSummary};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -134,7 +136,8 @@ pub async fn run_test(
     let nemesis = match &namespaces {
         Some(ns) => Nemesis::with_network(nemesis_spec, Some(ns.clone() as Arc<dyn NetworkFaults>)),
         None => Nemesis::with_mesh(nemesis_spec, mesh.clone()),
-    };
+    }
+    .with_node_names(spec.node_names());
     let mut clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
     let online = start_online(spec, workload, check, &recorder, show_progress);
     if let (Some(monitor), Some(_)) = (&online, &spec.stop_on_anomaly) {
@@ -222,8 +225,19 @@ pub(crate) fn open_run(spec: &TestSpec) -> anyhow::Result<(NemesisSpec, TestSpec
     };
     let time_limit = Duration::from_secs_f64(spec.time_limit_s);
     let mut spec = spec.clone();
-    spec.nemesis_schedule =
-        serde_json::to_value(Nemesis::new(nemesis_spec.clone()).schedule(spec.nodes, time_limit))?;
+    let nemesis = Nemesis::new(nemesis_spec.clone()).with_node_names(spec.node_names());
+    if let Some(path) = &spec.nemesis_plan {
+        // A plan names nodes; one that is not a node of this run (a plan written for
+        // n1..nN given to a Maelstrom run of n0..n(N-1), or for more nodes) is refused
+        // before anything starts, rather than failing fault by fault.
+        nemesis
+            .check_plan(spec.nodes)
+            .map_err(|msg| NemesisError::Plan {
+                path: path.display().to_string(),
+                msg,
+            })?;
+    }
+    spec.nemesis_schedule = serde_json::to_value(nemesis.schedule(spec.nodes, time_limit))?;
     let run_dir = RunDir::create(&spec.store, &spec.name)
         .with_context(|| format!("creating the run directory under {}", spec.store.display()))?;
     std::fs::write(run_dir.test_json(), serde_json::to_vec_pretty(&spec)?)?;

@@ -31,8 +31,9 @@ impl NetworkLayout {
         run_dir: &RunDir,
         nemesis_spec: &NemesisSpec,
     ) -> anyhow::Result<NetworkLayout> {
+        let names = spec.node_names();
         let layout = |i: usize, client_addr, peer_addr, netns| {
-            let name = format!("n{}", i + 1);
+            let name = names.name(i);
             let dir = run_dir.node_dir(&name);
             NodeLayout {
                 client_addr,

@@ -111,6 +111,21 @@ pub struct TestSpec {
     pub version: String,
 }
 
+impl TestSpec {
+    /// How the run names its nodes, the one answer every part of a run asks (node
+    /// directories, the nodes' own ids, the history's `node`, the nemesis's schedule and
+    /// events, plan files): `n0`..`n(N-1)` for `--target maelstrom`, as Maelstrom names
+    /// them (`parse-node-count` in its `core.clj`) and as nodes written for it compute
+    /// each other's ids; `n1`..`nN` for every other target.
+    pub fn node_names(&self) -> splitbrain_nemesis::NodeNames {
+        if self.target == "maelstrom" {
+            splitbrain_nemesis::NodeNames::FROM_ZERO
+        } else {
+            splitbrain_nemesis::NodeNames::FROM_ONE
+        }
+    }
+}
+
 /// [`TestSpec::converge_bound_s`] when test.json does not say.
 pub fn default_converge_bound_s() -> f64 {
     crate::converge::CONVERGE_BOUND.as_secs_f64()

@@ -36,6 +36,11 @@ fn example(rel: &str) -> String {
 /// as an (ignored) argument, so the leftover-process check can find them.
 fn run(bin: &str, nodes: usize, args: &[&str]) -> (Option<i32>, Value, String) {
     let store = tempfile::tempdir().unwrap();
+    run_in(store.path(), bin, nodes, args)
+}
+
+/// [`run`] with the run store at `store`, kept for the test to read the run's files.
+fn run_in(store: &Path, bin: &str, nodes: usize, args: &[&str]) -> (Option<i32>, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_splitbrain"))
         .args([
             "test",
@@ -47,18 +52,18 @@ fn run(bin: &str, nodes: usize, args: &[&str]) -> (Option<i32>, Value, String) {
         ])
         .args(["--nodes", &nodes.to_string()])
         .arg("--bin-arg")
-        .arg(store.path())
+        .arg(store)
         .args(args)
         .arg("--store")
-        .arg(store.path())
+        .arg(store)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(
-        support::no_process_mentions(store.path()),
+        support::no_process_mentions(store),
         "node processes outlived the run"
     );
-    let results = std::fs::read(store.path().join("latest/results.json"))
+    let results = std::fs::read(store.join("latest/results.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);
@@ -277,8 +282,8 @@ for line in sys.stdin:
         send(me, "seq-kv", {"type": "write", "key": me, "value": 1, "msg_id": 1})
     elif b["type"] == "write_ok":
         send(me, init["src"], {"type": "init_ok", "in_reply_to": init["body"]["msg_id"]})
-    elif b["type"] == "echo" and me != "n1":
-        send(m["src"], "n1", b)
+    elif b["type"] == "echo" and me != "n0":
+        send(m["src"], "n0", b)
     elif b["type"] == "echo":
         send(me, m["src"], {"type": "echo_ok", "echo": b["echo"], "in_reply_to": b["msg_id"]})
 "#,
@@ -290,7 +295,7 @@ for line in sys.stdin:
     );
     assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
     let by_node = &r["net"]["by_node"];
-    // n2 and n3 forwarded: n1 answered every client.
+    // n1 and n2 forwarded: n0 answered every client.
     assert!(by_node["n2"]["sent"].as_u64().unwrap() > 0, "{by_node:#}");
     assert!(
         r["net"]["service_messages"].as_u64().unwrap() >= 6,
@@ -348,7 +353,7 @@ fn a_node_that_never_answers_init_is_named() {
     }
     expect_protocol_error(
         "for line in sys.stdin:\n    pass\n",
-        &["node n1 did not answer init within 10 s"],
+        &["node n0 did not answer init within 10 s"],
     );
 }
 
@@ -398,4 +403,204 @@ fn local_kafka_offsets_collide_and_the_single_leader_keeps_its_logs() {
         );
         assert!(by_type[kind]["latency_ms"]["p99"].as_f64().is_some());
     }
+}
+
+/// A broadcast node that names its one peer by number, as mcastorina's Gossip Glomers 3c
+/// does: node `nI` forwards every new message to `n{(I+1) % N}` (a ring), resending every
+/// 100 ms until the peer acknowledges, so partitions only delay it. Maelstrom names the
+/// nodes n0..n(N-1), where this ring is whole.
+const RING_NODE: &str = r#"
+import threading, time
+lock = threading.Lock()
+def send(dest, body):
+    with lock:
+        sys.stdout.write(json.dumps({"src": me, "dest": dest, "body": body}) + "\n")
+        sys.stdout.flush()
+me, succ, seen, unacked, next_id = None, None, set(), {}, 0
+def resend():
+    while True:
+        time.sleep(0.1)
+        with lock:
+            pending = list(unacked.items())
+        for mid, v in pending:
+            send(succ, {"type": "broadcast", "message": v, "msg_id": mid})
+threading.Thread(target=resend, daemon=True).start()
+for line in sys.stdin:
+    m = json.loads(line)
+    b = m["body"]
+    t = b["type"]
+    if t == "init":
+        me = b["node_id"]
+        succ = "n%d" % ((int(me[1:]) + 1) % len(b["node_ids"]))
+        send(m["src"], {"type": "init_ok", "in_reply_to": b["msg_id"]})
+    elif t == "topology":
+        send(m["src"], {"type": "topology_ok", "in_reply_to": b["msg_id"]})
+    elif t == "broadcast":
+        v = b["message"]
+        if v not in seen:
+            seen.add(v)
+            next_id += 1
+            with lock:
+                unacked[next_id] = v
+            send(succ, {"type": "broadcast", "message": v, "msg_id": next_id})
+        send(m["src"], {"type": "broadcast_ok", "in_reply_to": b["msg_id"]})
+    elif t == "broadcast_ok":
+        with lock:
+            unacked.pop(b["in_reply_to"], None)
+    elif t == "read":
+        send(m["src"], {"type": "read_ok", "messages": sorted(seen), "in_reply_to": b["msg_id"]})
+"#;
+
+/// Every string in a JSON value, however nested.
+fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().flat_map(strings).collect(),
+        Value::Object(o) => o.values().flat_map(strings).collect(),
+        _ => vec![],
+    }
+}
+
+/// Maelstrom names the nodes of `--node-count 5` n0..n4: a node computing its ring
+/// successor from its own number reaches a node that exists, and the run shows the same
+/// names everywhere — the nodes' directories, the history's `node`, the fault events,
+/// the schedule in test.json and the message statistics.
+#[test]
+fn nodes_are_named_n0_to_n4_as_maelstrom_names_them_everywhere() {
+    if !have("python3") {
+        return;
+    }
+    let (_dir, path) = script(RING_NODE);
+    let store = tempfile::tempdir().unwrap();
+    let (code, r, err) = run_in(
+        store.path(),
+        path.to_str().unwrap(),
+        5,
+        &[
+            "--workload",
+            "broadcast",
+            "--rate",
+            "10",
+            "--nemesis",
+            "partition",
+            "--nemesis-interval",
+            "1",
+            "--time-limit",
+            "5",
+            "--seed",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+    let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+    let run_dir = store.path().join("latest");
+    let mut dirs: Vec<String> = std::fs::read_dir(run_dir.join("nodes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs, names);
+    let by_node: Vec<String> = r["net"]["by_node"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(by_node, names);
+    let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    let ops: Vec<Value> = history
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let client_nodes: std::collections::BTreeSet<String> = ops
+        .iter()
+        .filter_map(|o| o["node"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(client_nodes.into_iter().collect::<Vec<_>>(), names);
+    let partitions: Vec<&Value> = ops.iter().filter(|o| o["f"] == "start-partition").collect();
+    assert!(!partitions.is_empty(), "no partition in {history}");
+    let fault_names: std::collections::BTreeSet<String> = partitions
+        .iter()
+        .flat_map(|o| strings(&o["value"]))
+        .filter(|s| s.starts_with('n') && s[1..].parse::<u32>().is_ok())
+        .collect();
+    assert!(fault_names.contains("n0"), "{fault_names:?}");
+    assert!(
+        fault_names.iter().all(|n| names.contains(n)),
+        "{fault_names:?}"
+    );
+    let test: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("test.json")).unwrap()).unwrap();
+    let scheduled: std::collections::BTreeSet<String> = test["nemesis_schedule"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| strings(&f["groups"]))
+        .collect();
+    assert!(
+        scheduled.contains("n0") && !scheduled.contains("n5"),
+        "{scheduled:?}"
+    );
+}
+
+/// A fault plan for a Maelstrom run names its nodes n0..n(N-1); a node it does not have
+/// (a plan written for splitbrain's other targets, n1..nN) is a usage error naming the
+/// run's nodes, before anything starts.
+#[test]
+fn a_maelstrom_fault_plan_names_n0_and_a_missing_node_is_refused() {
+    if !have("python3") {
+        return;
+    }
+    let (dir, path) = script(RING_NODE);
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"[{"at_ms": 500, "for_ms": 1000, "f": "partition", "shape": "isolate",
+             "groups": [["n0"], ["n1", "n2"]]}]"#,
+    )
+    .unwrap();
+    let args = |plan: &Path| {
+        vec![
+            "--workload".to_string(),
+            "broadcast".into(),
+            "--rate".into(),
+            "10".into(),
+            "--nemesis-plan".into(),
+            plan.display().to_string(),
+            "--time-limit".into(),
+            "3".into(),
+            "--seed".into(),
+            "1".into(),
+        ]
+    };
+    let store = tempfile::tempdir().unwrap();
+    let a = args(&plan);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (code, r, err) = run_in(store.path(), path.to_str().unwrap(), 3, &a);
+    assert_eq!(code, Some(0), "{:?}\n{err}", verdicts(&r));
+    let history = std::fs::read_to_string(store.path().join("latest/history.jsonl")).unwrap();
+    let start = history
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|o| o["f"] == "start-partition")
+        .expect("the plan's partition started");
+    assert_eq!(
+        start["value"]["isolate"],
+        serde_json::json!([["n0"], ["n1", "n2"]])
+    );
+    assert!(start["value"].get("error").is_none(), "{start}");
+
+    std::fs::write(
+        &plan,
+        r#"[{"at_ms": 500, "for_ms": 1000, "f": "kill", "nodes": ["n3"]}]"#,
+    )
+    .unwrap();
+    let a = args(&plan);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (code, _r, err) = run(path.to_str().unwrap(), 3, &a);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("node \"n3\" is not a node of this run (its nodes are n0..n2)"),
+        "{err}"
+    );
 }

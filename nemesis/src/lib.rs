@@ -79,7 +79,7 @@ mod schedule;
 mod spec;
 
 pub use network::{CutMode, FlowFaults, NetFaults, NetworkFaults};
-pub use plan::{node_index, node_name, ClockMode, FaultAction, PlannedFault, Target};
+pub use plan::{ClockMode, FaultAction, NodeNames, PlannedFault, Target};
 pub use runner::Nemesis;
 pub use spec::NemesisSpec;
 
@@ -142,7 +142,9 @@ pub const NETWORK_FAULTS: &[&str] = &[
 pub const CLIENT_LINK_FAULTS: &[&str] = &["slow-client", "figure-8"];
 
 /// What the nemesis may do to the cluster's processes. Implemented by the harness, which
-/// owns the node processes. Nodes are numbered 0..n; their names are `n1`..`nN`.
+/// owns the node processes. Nodes are numbered 0..n; the names a person sees are the
+/// [`NodeNames`] given to [`Nemesis::with_node_names`] (`n1`..`nN` unless the run says
+/// otherwise: Maelstrom's are `n0`..`n(N-1)`).
 pub trait ClusterControl: Send + Sync + 'static {
     /// Number of nodes.
     fn node_count(&self) -> usize;

@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::network::CutMode;
-use crate::plan::{names, node_name, ClockMode, FaultAction, PlannedFault, Target};
+use crate::plan::{ClockMode, FaultAction, NodeNames, PlannedFault, Target};
 use crate::spec::NemesisSpec;
 
 /// Shortest `figure-8` fault beside other link faults: a round (hold, three elections,
@@ -50,7 +50,13 @@ const CLASS_COUNT: usize = 3;
 /// a quarter and three quarters of the class interval, then a quiet gap of the same range.
 /// The class interval is `interval` times the number of classes present, so across all
 /// classes a fault starts on average once per `interval`.
-pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<PlannedFault> {
+/// Nodes are named by `names`.
+pub(crate) fn generate(
+    spec: &NemesisSpec,
+    names: NodeNames,
+    n: usize,
+    duration_ms: u64,
+) -> Vec<PlannedFault> {
     let iv = spec.interval.as_millis().min(u64::MAX as u128) as u64;
     let kinds: Vec<&str> = spec
         .faults
@@ -86,7 +92,15 @@ pub(crate) fn generate(spec: &NemesisSpec, n: usize, duration_ms: u64) -> Vec<Pl
         let mut rng = ChaCha8Rng::seed_from_u64(
             spec.seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
         );
-        timeline(&class_kinds, n, class_iv, duration_ms, &mut rng, &mut out);
+        timeline(
+            &class_kinds,
+            names,
+            n,
+            class_iv,
+            duration_ms,
+            &mut rng,
+            &mut out,
+        );
     }
     if kinds.contains(&"clock")
         && kinds
@@ -142,6 +156,7 @@ fn align_clock_faults(out: &mut Vec<PlannedFault>, rng: &mut ChaCha8Rng) {
 
 fn timeline(
     kinds: &[&str],
+    names: NodeNames,
     n: usize,
     iv: u64,
     duration_ms: u64,
@@ -158,7 +173,7 @@ fn timeline(
             out.push(PlannedFault {
                 at_ms: t,
                 for_ms: (duration_ms - t).max(FIGURE8_MIN_MS),
-                action: action("figure-8", n, rng),
+                action: action("figure-8", names, n, rng),
             });
         }
         return;
@@ -180,13 +195,13 @@ fn timeline(
         out.push(PlannedFault {
             at_ms: t,
             for_ms,
-            action: action(kind, n, rng),
+            action: action(kind, names, n, rng),
         });
         t = t.saturating_add(for_ms).saturating_add(span(rng));
     }
 }
 
-fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
+fn action(kind: &str, names: NodeNames, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
     match kind {
         "kill" | "pause" => {
             let targets = [
@@ -197,7 +212,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
                 Target::Leader,
             ];
             let target = targets[rng.gen_range(0..targets.len())];
-            let nodes = names(&pick(target, n, rng));
+            let nodes = names.names(&pick(target, n, rng));
             if kind == "kill" {
                 FaultAction::Kill { target, nodes }
             } else {
@@ -208,9 +223,9 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
         // without a member (an elastic training group) has to.
         "kill-one" => FaultAction::Kill {
             target: Target::One,
-            nodes: names(&pick(Target::One, n, rng)),
+            nodes: names.names(&pick(Target::One, n, rng)),
         },
-        "partition" => partition(n, rng),
+        "partition" => partition(names, n, rng),
         // Always the leader alone against the rest (who leads is resolved when it starts).
         "partition-leader" => FaultAction::Partition {
             shape: "isolate-leader".into(),
@@ -245,7 +260,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             FaultAction::Clock {
                 mode,
                 target,
-                nodes: names(&pick(target, n, rng)),
+                nodes: names.names(&pick(target, n, rng)),
                 offset_ms: sign * offset_ms,
                 period_ms,
             }
@@ -254,7 +269,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             let target = [Target::One, Target::All][rng.gen_range(0..2)];
             let delay_ms = rng.gen_range(20..=200);
             FaultAction::Slow {
-                nodes: names(&pick(target, n, rng)),
+                nodes: names.names(&pick(target, n, rng)),
                 delay_ms,
                 jitter_ms: delay_ms / 4,
             }
@@ -264,7 +279,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             let delay_ms = rng.gen_range(20..=200);
             FaultAction::SlowClient {
                 target,
-                nodes: names(&pick(target, n, rng)),
+                nodes: names.names(&pick(target, n, rng)),
                 delay_ms,
                 jitter_ms: delay_ms / 4,
             }
@@ -274,7 +289,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
             let every_ms = rng.gen_range(200..=1_000);
             FaultAction::StrobePause {
                 target,
-                nodes: names(&pick(target, n, rng)),
+                nodes: names.names(&pick(target, n, rng)),
                 stop_ms: rng.gen_range(10..=every_ms / 4),
                 every_ms,
             }
@@ -283,7 +298,7 @@ fn action(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
         _ => {
             let target = [Target::One, Target::All][rng.gen_range(0..2)];
             FaultAction::Loss {
-                nodes: names(&pick(target, n, rng)),
+                nodes: names.names(&pick(target, n, rng)),
                 fraction: f64::from(rng.gen_range(5u32..=50)) / 100.0,
             }
         }
@@ -306,7 +321,7 @@ pub(crate) fn pick(target: Target, n: usize, rng: &mut ChaCha8Rng) -> Vec<usize>
     chosen
 }
 
-fn partition(n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
+fn partition(names: NodeNames, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
     let mut shape = SHAPES[rng.gen_range(0..SHAPES.len())];
     if n < 4 && (shape == "majorities-ring" || shape == "bridge") {
         shape = "random-halves";
@@ -362,10 +377,10 @@ fn partition(n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
     blocked.sort_unstable();
     FaultAction::Partition {
         shape: shape.to_string(),
-        groups: groups.iter().map(|g| names(g)).collect(),
+        groups: groups.iter().map(|g| names.names(g)).collect(),
         blocked: blocked
             .iter()
-            .map(|&(a, b)| (node_name(a), node_name(b)))
+            .map(|&(a, b)| (names.name(a), names.name(b)))
             .collect(),
         mode,
     }

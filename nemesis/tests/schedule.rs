@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use splitbrain_nemesis::{
-    node_index, FaultAction, Nemesis, NemesisError, NemesisSpec, PlannedFault, Target,
+    FaultAction, Nemesis, NemesisError, NemesisSpec, NodeNames, PlannedFault, Target,
 };
 
 fn plan(list: &str, seed: u64, n: usize) -> Vec<PlannedFault> {
@@ -57,8 +57,8 @@ fn schedule_respects_duration_kinds_and_nodes() {
             f.validate().unwrap();
             let json = serde_json::to_value(f).unwrap();
             for name in json["nodes"].as_array().into_iter().flatten() {
-                let i = node_index(name.as_str().unwrap()).unwrap();
-                assert!(i < 5);
+                let name = name.as_str().unwrap();
+                assert!(NodeNames::FROM_ONE.index(name, 5).is_some(), "{name}");
             }
         }
         assert!(
@@ -351,4 +351,91 @@ fn every_kind_of_a_timeline_comes_before_any_repeats() {
             "seed {seed}: the first three were {first:?}"
         );
     }
+}
+
+/// Every node name a planned fault carries (nodes, groups, blocked flows).
+fn names_in(f: &PlannedFault) -> Vec<String> {
+    let v = serde_json::to_value(f).unwrap();
+    let mut out = Vec::new();
+    for key in ["nodes", "groups", "blocked"] {
+        let mut todo = vec![v[key].clone()];
+        while let Some(x) = todo.pop() {
+            match x {
+                serde_json::Value::String(s) => out.push(s),
+                serde_json::Value::Array(a) => todo.extend(a),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_maelstrom_schedule_names_n0_to_n4() {
+    let spec = NemesisSpec::parse(ALL, Duration::from_secs(2), 7).unwrap();
+    let nemesis = Nemesis::new(spec).with_node_names(NodeNames::FROM_ZERO);
+    let zero = nemesis.schedule(5, Duration::from_secs(300));
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &zero {
+        for name in names_in(f) {
+            assert!(
+                NodeNames::FROM_ZERO.index(&name, 5).is_some(),
+                "{name} in {f:?}"
+            );
+            seen.insert(name);
+        }
+    }
+    assert!(seen.contains("n0"), "{seen:?}");
+    assert!(!seen.contains("n5"), "{seen:?}");
+    // The same seed picks the same nodes at the same times: only the names differ.
+    let ours = plan(ALL, 7, 5);
+    assert_eq!(ours.len(), zero.len());
+    for (a, b) in ours.iter().zip(&zero) {
+        assert_eq!(
+            (a.at_ms, a.for_ms, a.action.kind()),
+            (b.at_ms, b.for_ms, b.action.kind())
+        );
+        let renamed: Vec<String> = names_in(a)
+            .iter()
+            .map(|name| NodeNames::FROM_ZERO.name(NodeNames::FROM_ONE.index(name, 5).unwrap()))
+            .collect();
+        assert_eq!(renamed, names_in(b));
+    }
+    assert_eq!(nemesis.check_plan(5), Ok(()));
+}
+
+#[test]
+fn a_plan_file_for_a_maelstrom_run_names_n0_and_n1_to_n5_is_refused() {
+    let dir = std::env::temp_dir().join(format!("sb-nemesis-plan0-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.json");
+    std::fs::write(
+        &path,
+        r#"[{"at_ms": 1000, "for_ms": 5000, "f": "partition", "shape": "isolate",
+             "groups": [["n0"], ["n1", "n2", "n3", "n4"]]},
+            {"at_ms": 7000, "for_ms": 1000, "f": "kill", "nodes": ["n4"]}]"#,
+    )
+    .unwrap();
+    let spec = NemesisSpec::from_plan_file(&path).unwrap();
+    let maelstrom = Nemesis::new(spec.clone()).with_node_names(NodeNames::FROM_ZERO);
+    assert_eq!(maelstrom.check_plan(5), Ok(()));
+    let ours = Nemesis::new(spec).with_node_names(NodeNames::FROM_ONE);
+    let err = ours.check_plan(5).unwrap_err();
+    assert!(
+        err.contains("entry 0") && err.contains("\"n0\"") && err.contains("n1..n5"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &path,
+        r#"[{"at_ms": 0, "for_ms": 1000, "f": "kill", "nodes": ["n5"]}]"#,
+    )
+    .unwrap();
+    let spec = NemesisSpec::from_plan_file(&path).unwrap();
+    let err = Nemesis::new(spec)
+        .with_node_names(NodeNames::FROM_ZERO)
+        .check_plan(5)
+        .unwrap_err();
+    assert!(err.contains("\"n5\"") && err.contains("n0..n4"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

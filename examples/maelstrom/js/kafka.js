@@ -2,7 +2,7 @@
 'use strict';
 // kafka workload. Correct: single leader.
 //
-// The leader is the first of node_ids (n1). It holds every log (an array
+// The leader is the first of node_ids (n0). It holds every log (an array
 // per key: a message's offset is its index, so offsets are dense from 0)
 // and the committed offset of every key, and serves send, poll,
 // commit_offsets and list_committed_offsets itself, one message at a time:

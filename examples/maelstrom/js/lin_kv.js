@@ -2,7 +2,7 @@
 'use strict';
 // lin-kv workload. Correct: single leader.
 //
-// The leader is the first of node_ids (n1). It holds the whole map and
+// The leader is the first of node_ids (n0). It holds the whole map and
 // answers read, write and cas itself, one message at a time, so every op
 // takes effect at one instant between its request and its reply. Every
 // other node forwards each client request to the leader and relays the

@@ -2,7 +2,7 @@
 'use strict';
 // lin-kv workload. BUG "reads locally".
 //
-// Writes and cas go to the leader (n1, the first of node_ids) exactly as in
+// Writes and cas go to the leader (n0, the first of node_ids) exactly as in
 // lin_kv.js. The leader pushes every change to the followers
 // fire-and-forget (plus a full copy every 500 ms); each follower keeps a
 // local copy (newest version per key wins). READS ARE ANSWERED FROM THE

@@ -2,7 +2,7 @@
 'use strict';
 // txn-list-append workload. Correct: single leader, strict serializable.
 //
-// The leader (n1, the first of node_ids) holds every list and executes each
+// The leader (n0, the first of node_ids) holds every list and executes each
 // whole transaction at once, one transaction at a time, so transactions
 // take effect in a single serial order that respects real time. Every other
 // node forwards the transaction to the leader and relays the answer; no

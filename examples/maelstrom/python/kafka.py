@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kafka workload. Correct: single leader.
 
-The leader is the first of node_ids (n1). It holds every log (a list per
+The leader is the first of node_ids (n0). It holds every log (a list per
 key: a message's offset is its index, so offsets are dense from 0) and
 the committed offset of every key, and serves send, poll, commit_offsets
 and list_committed_offsets itself, one message at a time: offsets are

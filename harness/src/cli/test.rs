@@ -490,7 +490,7 @@ fn common_spec(
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    Ok(TestSpec {
+    let spec = TestSpec {
         name: a
             .name
             .clone()
@@ -530,7 +530,25 @@ fn common_spec(
         version: env!("CARGO_PKG_VERSION").to_string(),
         stop_on_anomaly: a.stop_on_anomaly.then(|| a.stop_when_found.clone()),
         maelstrom,
-    })
+    };
+    check_plan_nodes(&spec)?;
+    Ok(spec)
+}
+
+/// A `--nemesis-plan` file naming a node the run does not have is a usage error: a plan
+/// written for `n1`..`nN` names `nN`, which a Maelstrom run (`n0`..`n(N-1)`) lacks. (A
+/// file that does not parse is reported when the run opens it.)
+fn check_plan_nodes(spec: &TestSpec) -> anyhow::Result<()> {
+    let Some(path) = &spec.nemesis_plan else {
+        return Ok(());
+    };
+    let Ok(plan) = splitbrain_nemesis::NemesisSpec::from_plan_file(path) else {
+        return Ok(());
+    };
+    splitbrain_nemesis::Nemesis::new(plan)
+        .with_node_names(spec.node_names())
+        .check_plan(spec.nodes)
+        .map_err(|m| usage(format!("--nemesis-plan {}: {m}", path.display())))
 }
 
 /// `--hosts` with the `--ssh-*` options; a bad hosts file is a usage error.

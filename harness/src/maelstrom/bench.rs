@@ -9,6 +9,7 @@ use super::nodes::{MaelstromNodes, NodeFiles};
 use super::workloads::MaelstromWorkload;
 use crate::target::{Client, Invocation};
 use serde_json::json;
+use splitbrain_nemesis::NodeNames;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -48,12 +49,13 @@ pub fn routing_only(messages: u64) -> RoutingFigures {
         .build()
         .expect("a tokio runtime");
     let _guard = rt.enter();
-    let net = MaelstromNet::new(2, options());
+    let net = MaelstromNet::new(NodeNames::FROM_ZERO, 2, options());
     let (tx, rx) = mpsc::channel::<String>();
     net.set_inbox(1, Some(tx));
     net.mark_initialized(1);
     let drain = std::thread::spawn(move || rx.into_iter().count() as u64);
-    let line = json!({"src": "n1", "dest": "n2", "body": {"type": "gossip", "msg_id": 7,
+    let ids = net.node_ids();
+    let line = json!({"src": ids[0], "dest": ids[1], "body": {"type": "gossip", "msg_id": 7,
         "messages": (0..16).collect::<Vec<u32>>()}})
     .to_string();
     let start = Instant::now();
@@ -77,10 +79,11 @@ pub async fn echo_round_trips(
     secs: f64,
     dir: &Path,
 ) -> Result<(RoutingFigures, f64), String> {
-    let net = MaelstromNet::new(1, options());
+    let net = MaelstromNet::new(NodeNames::FROM_ZERO, 1, options());
+    let node_dir = dir.join(&net.node_ids()[0]);
     let files = vec![NodeFiles {
-        data_dir: dir.join("n1/data"),
-        log_file: dir.join("n1/node.log"),
+        data_dir: node_dir.join("data"),
+        log_file: node_dir.join("node.log"),
     }];
     let nodes = MaelstromNodes::start(PathBuf::from(bin), Vec::new(), files, net.clone()).await?;
     let deadline = Instant::now() + Duration::from_secs_f64(secs);

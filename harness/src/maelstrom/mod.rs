@@ -9,8 +9,10 @@
 //!     --nodes 5 --topology grid --latency 10 --nemesis partition --time-limit 20
 //! ```
 //!
-//! - [`nodes`]: `N` processes `n1..nN` (as Maelstrom numbers them), all sent `init` at
-//!   once; a killed node restarts with a fresh `init`.
+//! - [`nodes`]: `N` processes `n0..n(N-1)` (as Maelstrom names them, so a node may compute
+//!   a peer's id from a number), all sent `init` at once; a killed node restarts with a
+//!   fresh `init`. The same names are the nodes' directories, the history's `node` and the
+//!   nemesis's ([`crate::spec::TestSpec::node_names`]).
 //! - [`net`]: the network inside the controller — base latency (`--latency`, `--latency-dist`),
 //!   and the nemesis's partitions, slow links and loss applied per message by its `src`
 //!   (any known node or client, as Maelstrom's); the message statistics Maelstrom users
@@ -149,6 +151,7 @@ pub async fn run_maelstrom_test(
     let (nemesis_spec, spec, run_dir) = crate::controller::open_run(spec)?;
     let spec = &spec;
     let net = MaelstromNet::new(
+        spec.node_names(),
         spec.nodes,
         NetOptions {
             latency_ms: m.latency_ms,
@@ -185,7 +188,8 @@ pub async fn run_maelstrom_test(
     let nemesis = Nemesis::with_network(
         nemesis_spec,
         Some(Arc::new(net.clone()) as Arc<dyn NetworkFaults>),
-    );
+    )
+    .with_node_names(net.node_names());
     let op_timeout = Duration::from_millis(spec.op_timeout_ms);
     let n = spec.nodes;
     let make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
@@ -283,8 +287,9 @@ pub fn absolute_bin(bin: &std::path::Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// A Maelstrom run's node ids.
     fn ids(n: usize) -> Vec<String> {
-        (1..=n).map(|i| format!("n{i}")).collect()
+        splitbrain_nemesis::NodeNames::FROM_ZERO.all(n)
     }
 
     #[test]
@@ -297,9 +302,9 @@ mod tests {
                         assert!(t[b].contains(a), "{name} n={n}: {a}->{b} not mutual");
                     }
                 }
-                // Connected: a walk from n1 reaches everyone.
-                let mut seen = std::collections::BTreeSet::from(["n1".to_string()]);
-                let mut todo = vec!["n1".to_string()];
+                // Connected: a walk from n0 reaches everyone.
+                let mut seen = std::collections::BTreeSet::from(["n0".to_string()]);
+                let mut todo = vec!["n0".to_string()];
                 while let Some(a) = todo.pop() {
                     for b in &t[&a] {
                         if seen.insert(b.clone()) {
@@ -311,9 +316,14 @@ mod tests {
             }
         }
         let grid = topology("grid", &ids(9)).unwrap();
-        assert_eq!(grid["n5"], ["n2", "n4", "n6", "n8"]);
+        // Maelstrom's grid of 9: n4 in the middle.
+        assert_eq!(grid["n4"], ["n1", "n3", "n5", "n7"]);
         let line = topology("line", &ids(3)).unwrap();
-        assert_eq!(line["n2"], ["n1", "n3"]);
+        assert_eq!(line["n1"], ["n0", "n2"]);
+        // tree2: n0 is the root, the children of node i are 2i+1 and 2i+2.
+        let tree = topology("tree2", &ids(5)).unwrap();
+        assert_eq!(tree["n0"], ["n1", "n2"]);
+        assert_eq!(tree["n1"], ["n0", "n3", "n4"]);
         assert!(topology("star", &ids(3)).is_none());
     }
 }

@@ -13,7 +13,7 @@ use super::services::{Services, SERVICE_NAMES};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
-use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
+use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults, NodeNames};
 use splitbrain_reports::{Latency, NetStats, NodeNetStats, OpTypeNetStats};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +65,8 @@ pub struct MaelstromNet {
 
 struct Inner {
     node_ids: Vec<String>,
+    /// How `node_ids` were made, for the nemesis that names the same nodes.
+    names: NodeNames,
     inboxes: Vec<Mutex<Inbox>>,
     faults: Mutex<NetFaults>,
     rng: Mutex<ChaCha8Rng>,
@@ -124,9 +126,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl MaelstromNet {
-    /// A network for `nodes` nodes (`n1`..). Must be made inside a tokio runtime.
-    pub fn new(nodes: usize, opts: NetOptions) -> MaelstromNet {
-        let node_ids: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+    /// A network for `nodes` nodes named by `names` (Maelstrom's `n0`.. in a run). Must be
+    /// made inside a tokio runtime.
+    pub fn new(names: NodeNames, nodes: usize, opts: NetOptions) -> MaelstromNet {
+        let node_ids = names.all(nodes);
         let mut stats = StatsAcc::default();
         for id in &node_ids {
             stats
@@ -138,6 +141,7 @@ impl MaelstromNet {
             inner: Arc::new(Inner {
                 inboxes: (0..nodes).map(|_| Mutex::new(Inbox::default())).collect(),
                 node_ids,
+                names,
                 faults: Mutex::new(NetFaults::new()),
                 rng: Mutex::new(ChaCha8Rng::seed_from_u64(opts.seed ^ 0x4E45_5457)),
                 opts,
@@ -153,7 +157,12 @@ impl MaelstromNet {
         }
     }
 
-    /// The node ids, `n1`..`nN`.
+    /// How the nodes are named (Maelstrom's `n0`..`n(N-1)` in a run).
+    pub fn node_names(&self) -> NodeNames {
+        self.inner.names
+    }
+
+    /// Every node's id, by index.
     pub fn node_ids(&self) -> &[String] {
         &self.inner.node_ids
     }
@@ -544,6 +553,7 @@ mod tests {
 
     fn net(nodes: usize) -> (MaelstromNet, Vec<mpsc::Receiver<String>>) {
         let net = MaelstromNet::new(
+            NodeNames::FROM_ZERO,
             nodes,
             NetOptions {
                 latency_ms: 0.0,
@@ -569,12 +579,12 @@ mod tests {
     #[tokio::test]
     async fn routes_between_nodes_and_drops_across_a_cut() {
         let (net, rx) = net(2);
-        net.on_node_line(0, 1, r#"{"src":"n1","dest":"n2","body":{"type":"gossip"}}"#);
+        net.on_node_line(0, 1, r#"{"src":"n0","dest":"n1","body":{"type":"gossip"}}"#);
         assert!(rx[1].try_recv().unwrap().contains("gossip"));
         let mut f = NetFaults::new();
         f.cut(0, 1, CutMode::Blackhole);
         net.apply(&f).unwrap();
-        net.on_node_line(0, 2, r#"{"src":"n1","dest":"n2","body":{"type":"gossip"}}"#);
+        net.on_node_line(0, 2, r#"{"src":"n0","dest":"n1","body":{"type":"gossip"}}"#);
         assert!(rx[1].try_recv().is_err());
         let s = net.stats();
         assert_eq!((s.server_messages, s.dropped_partition), (2, 1));
@@ -587,23 +597,23 @@ mod tests {
         let c = net.new_client_id();
         let reply = net.request(&c, 0, body(json!({"type":"echo","msg_id":1,"echo":"x"})));
         assert!(rx[0].try_recv().unwrap().contains("\"echo\""));
-        net.on_node_line(0, 1, &format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":1,"echo":"x"}}}}"#));
+        net.on_node_line(0, 1, &format!(r#"{{"src":"n0","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":1,"echo":"x"}}}}"#));
         assert_eq!(reply.await.unwrap()["echo"], "x");
         // A second (late, duplicate) reply to a request that was sent is tolerated.
         net.on_node_line(
             0,
             2,
-            &format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":1}}}}"#),
+            &format!(r#"{{"src":"n0","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":1}}}}"#),
         );
         assert!(net.fatal().is_none());
         net.on_node_line(
             0,
             3,
-            &format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":9}}}}"#),
+            &format!(r#"{{"src":"n0","dest":"{c}","body":{{"type":"echo_ok","in_reply_to":9}}}}"#),
         );
         let why = net.fatal().unwrap();
         assert!(
-            why.contains("node n1 stdout line 3") && why.contains("msg_id 9"),
+            why.contains("node n0 stdout line 3") && why.contains("msg_id 9"),
             "{why}"
         );
         assert!(net.aborted().is_cancelled());
@@ -615,11 +625,11 @@ mod tests {
         net.on_node_line(1, 7, "not json");
         let why = net.fatal().unwrap();
         assert!(
-            why.starts_with("node n2 stdout line 7: expected a JSON message"),
+            why.starts_with("node n1 stdout line 7: expected a JSON message"),
             "{why}"
         );
         let (net, _rx) = super::tests::net(2);
-        net.on_node_line(1, 1, r#"{"src":"x9","dest":"n1","body":{"type":"x"}}"#);
+        net.on_node_line(1, 1, r#"{"src":"x9","dest":"n0","body":{"type":"x"}}"#);
         assert!(net
             .fatal()
             .unwrap()
@@ -628,8 +638,8 @@ mod tests {
 
     #[tokio::test]
     async fn any_known_src_is_routed_and_faults_follow_the_src() {
-        // n2 forwards client c1's request to n1 keeping c1 as src (Maelstrom's raft.py):
-        // accepted, and it crosses a cut between n2 and n1, as clients are never cut off.
+        // n1 forwards client c1's request to n0 keeping c1 as src (Maelstrom's raft.py):
+        // accepted, and it crosses a cut between n1 and n0, as clients are never cut off.
         let (net, rx) = net(2);
         let c = net.new_client_id();
         let reply = net.request(&c, 1, body(json!({"type":"read","msg_id":1})));
@@ -637,19 +647,19 @@ mod tests {
         let mut f = NetFaults::new();
         f.cut(1, 0, CutMode::Blackhole);
         net.apply(&f).unwrap();
-        let fwd = format!(r#"{{"src":"{c}","dest":"n1","body":{{"type":"read","msg_id":1}}}}"#);
+        let fwd = format!(r#"{{"src":"{c}","dest":"n0","body":{{"type":"read","msg_id":1}}}}"#);
         net.on_node_line(1, 1, &fwd);
         assert!(rx[0].try_recv().unwrap().contains(&c));
-        // n1 answers the client directly.
+        // n0 answers the client directly.
         let ans =
-            format!(r#"{{"src":"n1","dest":"{c}","body":{{"type":"read_ok","in_reply_to":1}}}}"#);
+            format!(r#"{{"src":"n0","dest":"{c}","body":{{"type":"read_ok","in_reply_to":1}}}}"#);
         net.on_node_line(0, 1, &ans);
         assert_eq!(reply.await.unwrap()["type"], "read_ok");
-        // A message n2 writes claiming to be n1 is cut as n1's would be (n1 -> n2 is open,
-        // n2 -> n1 is cut): routed by its src.
-        net.on_node_line(1, 2, r#"{"src":"n1","dest":"n2","body":{"type":"g"}}"#);
+        // A message n1 writes claiming to be n0 is cut as n0's would be (n0 -> n1 is open,
+        // n1 -> n0 is cut): routed by its src.
+        net.on_node_line(1, 2, r#"{"src":"n0","dest":"n1","body":{"type":"g"}}"#);
         assert!(rx[1].try_recv().is_ok());
-        net.on_node_line(1, 3, r#"{"src":"n2","dest":"n1","body":{"type":"g"}}"#);
+        net.on_node_line(1, 3, r#"{"src":"n1","dest":"n0","body":{"type":"g"}}"#);
         assert!(rx[0].try_recv().is_err());
         assert!(net.fatal().is_none());
     }
@@ -657,6 +667,7 @@ mod tests {
     #[tokio::test]
     async fn requests_wait_for_init_ok_and_replies_do_not() {
         let net = MaelstromNet::new(
+            NodeNames::FROM_ZERO,
             1,
             NetOptions {
                 latency_ms: 0.0,
@@ -667,7 +678,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         net.set_inbox(0, Some(tx));
         // Before init: dropped.
-        net.on_node_line(0, 1, r#"{"src":"n1","dest":"n1","body":{"type":"early"}}"#);
+        net.on_node_line(0, 1, r#"{"src":"n0","dest":"n0","body":{"type":"early"}}"#);
         assert!(rx.try_recv().is_err());
         let c = net.new_client_id();
         drop(net.request(&c, 0, body(json!({"type":"init","msg_id":1}))));
@@ -676,10 +687,10 @@ mod tests {
         net.on_node_line(
             0,
             2,
-            r#"{"src":"n1","dest":"lin-tso","body":{"type":"ts","msg_id":7}}"#,
+            r#"{"src":"n0","dest":"lin-tso","body":{"type":"ts","msg_id":7}}"#,
         );
         assert!(rx.try_recv().unwrap().contains("ts_ok"));
-        net.on_node_line(0, 3, r#"{"src":"n1","dest":"n1","body":{"type":"gossip"}}"#);
+        net.on_node_line(0, 3, r#"{"src":"n0","dest":"n0","body":{"type":"gossip"}}"#);
         assert!(rx.try_recv().is_err());
         net.mark_initialized(0);
         assert!(rx.try_recv().unwrap().contains("gossip"));
@@ -691,7 +702,7 @@ mod tests {
         net.on_node_line(
             0,
             1,
-            r#"{"src":"n1","dest":"lin-tso","body":{"type":"ts","msg_id":4}}"#,
+            r#"{"src":"n0","dest":"lin-tso","body":{"type":"ts","msg_id":4}}"#,
         );
         let line = rx[0].try_recv().unwrap();
         let m = parse_line(&line).unwrap();
@@ -708,7 +719,7 @@ mod tests {
         f.flow_mut(0, 1).loss = 0.5;
         net.apply(&f).unwrap();
         for n in 0..1000 {
-            net.on_node_line(0, n, r#"{"src":"n1","dest":"n2","body":{"type":"g"}}"#);
+            net.on_node_line(0, n, r#"{"src":"n0","dest":"n1","body":{"type":"g"}}"#);
         }
         let got = rx[1].try_iter().count();
         assert!((350..650).contains(&got), "{got} of 1000 arrived");

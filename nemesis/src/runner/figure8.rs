@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::{with_error, Nemesis, NetPart};
 use crate::network::CutMode;
-use crate::plan::blocked_flows;
+use crate::plan::{blocked_flows, NodeNames};
 use crate::{ClusterControl, NemesisRecorder};
 
 /// How often a `figure-8` fault asks who leads: a round's third cut must land within
@@ -258,7 +258,11 @@ impl Figure8Job {
 }
 
 /// The network part of a shape.
-pub(super) fn shape_part(shape: Shape, n: usize) -> Result<NetPart, crate::NemesisError> {
+pub(super) fn shape_part(
+    names: NodeNames,
+    shape: Shape,
+    n: usize,
+) -> Result<NetPart, crate::NemesisError> {
     let mut parts = Vec::new();
     if shape.cut_all {
         let every: Vec<(usize, usize)> = (0..n)
@@ -267,9 +271,9 @@ pub(super) fn shape_part(shape: Shape, n: usize) -> Result<NetPart, crate::Nemes
         parts.push(NetPart::Cut(every, CutMode::Blackhole));
     }
     if let Some(i) = shape.isolated {
-        let groups = super::ticks::isolate(i, n);
+        let groups = super::ticks::isolate(names, i, n);
         parts.push(NetPart::Cut(
-            blocked_flows(&groups, &[], n)?,
+            blocked_flows(names, &groups, &[], n)?,
             CutMode::Blackhole,
         ));
     }
@@ -316,10 +320,11 @@ impl Nemesis {
             return;
         };
         job.stage_since = now;
-        let result = shape_part(shape, n).and_then(|part| self.set_net_part(k, part, n));
-        let v = json!({"step": step, "leaders": crate::plan::names(&leaders),
+        let result =
+            shape_part(self.names, shape, n).and_then(|part| self.set_net_part(k, part, n));
+        let v = json!({"step": step, "leaders": self.names.names(&leaders),
                        "cut_all": shape.cut_all,
-                       "isolated": shape.isolated.map(crate::node_name),
+                       "isolated": shape.isolated.map(|i| self.names.name(i)),
                        "slow_peers_ms": if shape.slow_peers { SLOW_PEERS.as_millis() as u64 } else { 0 },
                        "slow_answers_ms": if shape.slow_answers { SLOW_ANSWERS.as_millis() as u64 } else { 0 }});
         match result {
@@ -481,7 +486,7 @@ mod tests {
 
     #[test]
     fn shapes_become_cuts_slow_links_and_a_slowed_client_link() {
-        let NetPart::Several(parts) = shape_part(cut(1), 3).unwrap() else {
+        let NetPart::Several(parts) = shape_part(NodeNames::FROM_ONE, cut(1), 3).unwrap() else {
             panic!("not several")
         };
         assert_eq!(parts.len(), 2);
@@ -493,7 +498,7 @@ mod tests {
             cut_all: true,
             ..Shape::default()
         };
-        let NetPart::Several(parts) = shape_part(all, 3).unwrap() else {
+        let NetPart::Several(parts) = shape_part(NodeNames::FROM_ONE, all, 3).unwrap() else {
             panic!("not several")
         };
         assert!(matches!(&parts[0], NetPart::Cut(flows, _) if flows.len() == 6));
@@ -501,12 +506,13 @@ mod tests {
             slow_peers: true,
             ..cut(0)
         };
-        let NetPart::Several(parts) = shape_part(slow, 3).unwrap() else {
+        let NetPart::Several(parts) = shape_part(NodeNames::FROM_ONE, slow, 3).unwrap() else {
             panic!("not several")
         };
         assert!(matches!(&parts[1], NetPart::Slow(nodes, d, _)
             if nodes == &vec![1, 2] && *d == SLOW_PEERS));
-        let NetPart::Several(none) = shape_part(Shape::default(), 3).unwrap() else {
+        let NetPart::Several(none) = shape_part(NodeNames::FROM_ONE, Shape::default(), 3).unwrap()
+        else {
             panic!("not several")
         };
         assert!(none.is_empty());

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use serde_json::json;
 
 use super::{with_error, Nemesis, NetPart};
-use crate::plan::names;
+use crate::plan::NodeNames;
 use crate::{ClusterControl, NemesisError, NemesisRecorder};
 
 impl Nemesis {
@@ -45,7 +45,10 @@ impl Nemesis {
                     let nodes: Vec<usize> = nodes.iter().copied().collect();
                     recorder.record(
                         f,
-                        with_error(json!({"nodes": names(&nodes), "healed": true}), &errs),
+                        with_error(
+                            json!({"nodes": self.names.names(&nodes), "healed": true}),
+                            &errs,
+                        ),
                     );
                 }
                 errors.extend(errs);
@@ -53,7 +56,7 @@ impl Nemesis {
         let mut errs = Vec::new();
         for &i in &paused {
             if let Err(e) = cluster.resume(i).await {
-                errs.push(format!("resume {}: {e}", crate::node_name(i)));
+                errs.push(format!("resume {}: {e}", self.names.name(i)));
             }
         }
         step("resume", &paused, errs, &mut errors);
@@ -62,12 +65,12 @@ impl Nemesis {
         let mut errs = Vec::new();
         for &i in &killed {
             if let Err(e) = cluster.restart(i).await {
-                errs.push(format!("restart {}: {e}", crate::node_name(i)));
+                errs.push(format!("restart {}: {e}", self.names.name(i)));
             }
         }
         step("restart", &killed, errs, &mut errors);
         let clock_nodes: Vec<usize> = clocks.iter().copied().collect();
-        let errs = reset_clocks(cluster, &clock_nodes).await;
+        let errs = reset_clocks(cluster, self.names, &clock_nodes).await;
         step("stop-clock", &clocks, errs, &mut errors);
         recorder.record("heal", with_error(json!({"healed": true}), &errors));
         recorder.set_active("");
@@ -88,7 +91,11 @@ const CLOCK_RESET_BOUND: std::time::Duration = std::time::Duration::from_secs(10
 
 /// Resets the clocks of `nodes` to offset 0, retrying each failed node until
 /// [`CLOCK_RESET_BOUND`]; returns one message per node still failing.
-async fn reset_clocks<C: ClusterControl>(cluster: &C, nodes: &[usize]) -> Vec<String> {
+async fn reset_clocks<C: ClusterControl>(
+    cluster: &C,
+    names: NodeNames,
+    nodes: &[usize],
+) -> Vec<String> {
     let start = std::time::Instant::now();
     let mut pending: Vec<usize> = nodes.to_vec();
     loop {
@@ -97,7 +104,7 @@ async fn reset_clocks<C: ClusterControl>(cluster: &C, nodes: &[usize]) -> Vec<St
         for &i in &pending {
             if let Err(e) = cluster.set_clock_offset(i, 0).await {
                 still.push(i);
-                errors.push(format!("clock {}: {e}", crate::node_name(i)));
+                errors.push(format!("clock {}: {e}", names.name(i)));
             }
         }
         if still.is_empty() || start.elapsed() >= CLOCK_RESET_BOUND {
@@ -111,13 +118,14 @@ async fn reset_clocks<C: ClusterControl>(cluster: &C, nodes: &[usize]) -> Vec<St
 /// Sets the clock offset of every node in `nodes`; returns one message per failure.
 pub(super) async fn set_offsets<C: ClusterControl>(
     cluster: &C,
+    names: NodeNames,
     nodes: &[usize],
     offset_ms: i64,
 ) -> Vec<String> {
     let mut errors = Vec::new();
     for &i in nodes {
         if let Err(e) = cluster.set_clock_offset(i, offset_ms).await {
-            errors.push(format!("clock {}: {e}", crate::node_name(i)));
+            errors.push(format!("clock {}: {e}", names.name(i)));
         }
     }
     errors

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::network::{CutMode, NetworkFaults};
-use crate::plan::{blocked_flows, indices, names, ClockMode, FaultAction, PlannedFault, Target};
+use crate::plan::{blocked_flows, ClockMode, FaultAction, NodeNames, PlannedFault, Target};
 use crate::proxy::ProxyMesh;
 use crate::spec::NemesisSpec;
 use crate::{schedule, ClusterControl, NemesisError, NemesisRecorder};
@@ -33,6 +33,8 @@ const MIN_CLOCK_PERIOD_MS: u64 = 10;
 pub struct Nemesis {
     spec: NemesisSpec,
     network: Option<Arc<dyn NetworkFaults>>,
+    /// How the run names its nodes, in the schedule and in every recorded event.
+    names: NodeNames,
     state: Mutex<State>,
 }
 
@@ -84,8 +86,32 @@ impl Nemesis {
         Nemesis {
             spec,
             network,
+            names: NodeNames::default(),
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// The same nemesis for a run whose nodes are named by `names` (default
+    /// [`NodeNames::FROM_ONE`]): its schedule, its events and the plan names it accepts.
+    pub fn with_node_names(mut self, names: NodeNames) -> Nemesis {
+        self.names = names;
+        self
+    }
+
+    /// How this nemesis names the run's nodes.
+    pub fn node_names(&self) -> NodeNames {
+        self.names
+    }
+
+    /// Checks that every node the spec's plan file names is a node of an `n`-node run
+    /// (a generated schedule names only such nodes). Meant before the run starts, so a
+    /// plan written for another naming fails with the entry that is wrong.
+    pub fn check_plan(&self, node_count: usize) -> Result<(), String> {
+        for (k, p) in self.spec.plan.iter().flatten().enumerate() {
+            p.check_nodes(self.names, node_count)
+                .map_err(|m| format!("entry {k}: {m}"))?;
+        }
+        Ok(())
     }
 
     /// The spec this nemesis runs.
@@ -100,6 +126,7 @@ impl Nemesis {
             Some(plan) => plan.clone(),
             None => schedule::generate(
                 &self.spec,
+                self.names,
                 node_count,
                 duration.as_millis().min(u64::MAX as u128) as u64,
             ),
@@ -164,7 +191,7 @@ impl Nemesis {
             for (&k, s) in started.iter_mut() {
                 match s {
                     Started::Clock(job) if job.mode != ClockMode::Bump && job.next_tick <= now => {
-                        clock_tick(cluster, job, now).await;
+                        clock_tick(cluster, self.names, job, now).await;
                     }
                     Started::Churn(job) if job.handovers_left > 0 && job.next_tick <= now => {
                         self.churn_tick(cluster, recorder, k, job, n).await;
@@ -189,7 +216,7 @@ impl Nemesis {
                 } else if let Some(s) = started.remove(&k) {
                     self.stop(cluster, recorder, k, &plan[k], s, n).await;
                 }
-                recorder.set_active(&describe(&plan, &started));
+                recorder.set_active(&describe(self.names, &plan, &started));
             }
         }
     }
@@ -203,7 +230,7 @@ impl Nemesis {
         n: usize,
     ) -> Result<Vec<usize>, NemesisError> {
         if !matches!(target, Target::Leader | Target::Follower) {
-            return indices(nodes, n);
+            return self.names.indices(nodes, n);
         }
         let mut leaders: Vec<usize> = cluster
             .leaders()
@@ -254,7 +281,7 @@ impl Nemesis {
                         cluster.pause(i).await
                     };
                     match r {
-                        Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
+                        Err(e) => errors.push(format!("{}: {e}", self.names.name(i))),
                         Ok(()) => {
                             let mut st = self.state();
                             if is_kill {
@@ -266,7 +293,7 @@ impl Nemesis {
                         }
                     }
                 }
-                let v = json!({"nodes": names(&nodes), "target": target});
+                let v = json!({"nodes": self.names.names(&nodes), "target": target});
                 recorder.record(f, with_error(v, &errors));
                 Started::Nodes(nodes)
             }
@@ -304,8 +331,8 @@ impl Nemesis {
                     *offset_ms
                 };
                 self.state().clocks.extend(nodes.iter().copied());
-                errors.extend(set_offsets(cluster, &nodes, first).await);
-                let v = json!({"nodes": names(&nodes), "target": target, "mode": mode,
+                errors.extend(set_offsets(cluster, self.names, &nodes, first).await);
+                let v = json!({"nodes": self.names.names(&nodes), "target": target, "mode": mode,
                                "offset_ms": offset_ms,
                                "period_ms": period.as_millis() as u64});
                 recorder.record("start-clock", with_error(v, &errors));
@@ -337,7 +364,7 @@ impl Nemesis {
                         Err(_) => 0,
                     };
                     leader = Some(l);
-                    resolved = isolate(l, n);
+                    resolved = isolate(self.names, l, n);
                     &resolved
                 } else {
                     groups
@@ -346,8 +373,8 @@ impl Nemesis {
                     "start-partition",
                     partition_value(shape, groups, blocked, *mode),
                 );
-                let part =
-                    blocked_flows(groups, blocked, n).map(|flows| NetPart::Cut(flows, *mode));
+                let part = blocked_flows(self.names, groups, blocked, n)
+                    .map(|flows| NetPart::Cut(flows, *mode));
                 match (self.start_net(recorder, k, f, desc, part, n), leader) {
                     (Started::Net, Some(isolated)) if shape == "leader-churn" => {
                         Started::Churn(ChurnJob {
@@ -369,7 +396,7 @@ impl Nemesis {
                     Some(net) if !net.supports_delay() => Err(NemesisError::Unsupported(
                         "this network backend cannot add delay".into(),
                     )),
-                    _ => indices(nodes, n).map(|v| {
+                    _ => self.names.indices(nodes, n).map(|v| {
                         NetPart::Slow(
                             v,
                             Duration::from_millis(*delay_ms),
@@ -381,7 +408,10 @@ impl Nemesis {
             }
             FaultAction::Loss { nodes, fraction } => {
                 let desc = json!({"nodes": nodes, "fraction": fraction});
-                let part = indices(nodes, n).map(|v| NetPart::Loss(v, *fraction));
+                let part = self
+                    .names
+                    .indices(nodes, n)
+                    .map(|v| NetPart::Loss(v, *fraction));
                 self.start_net(recorder, k, "start-loss", desc, part, n)
             }
             FaultAction::SlowClient {
@@ -393,7 +423,7 @@ impl Nemesis {
                 let resolved = self.resolve(cluster, k, *target, nodes, n).await;
                 let shown = resolved
                     .as_ref()
-                    .map_or_else(|_| nodes.clone(), |v| names(v));
+                    .map_or_else(|_| nodes.clone(), |v| self.names.names(v));
                 let desc = json!({"nodes": shown, "target": target, "delay_ms": delay_ms,
                                   "jitter_ms": jitter_ms});
                 let part = resolved.map(|v| {
@@ -419,7 +449,7 @@ impl Nemesis {
                         return Started::Failed;
                     }
                 };
-                let v = json!({"nodes": names(&nodes), "target": target, "stop_ms": stop_ms,
+                let v = json!({"nodes": self.names.names(&nodes), "target": target, "stop_ms": stop_ms,
                                "every_ms": every_ms});
                 recorder.record(f, v);
                 self.strobe_start(cluster, nodes, *stop_ms, *every_ms).await
@@ -489,36 +519,36 @@ impl Nemesis {
                         Ok(()) => {
                             self.state().killed.remove(&i);
                         }
-                        Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
+                        Err(e) => errors.push(format!("{}: {e}", self.names.name(i))),
                     }
                 }
                 recorder.record(
                     "restart",
-                    with_error(json!({"nodes": names(&nodes)}), &errors),
+                    with_error(json!({"nodes": self.names.names(&nodes)}), &errors),
                 );
             }
             (Started::Nodes(nodes), _) => {
                 errors.extend(self.resume_paused(cluster, &nodes).await);
                 recorder.record(
                     "resume",
-                    with_error(json!({"nodes": names(&nodes)}), &errors),
+                    with_error(json!({"nodes": self.names.names(&nodes)}), &errors),
                 );
             }
             (Started::Clock(job), _) => {
-                errors.extend(set_offsets(cluster, &job.nodes, 0).await);
+                errors.extend(set_offsets(cluster, self.names, &job.nodes, 0).await);
                 if errors.is_empty() {
                     let mut st = self.state();
                     job.nodes.iter().for_each(|i| {
                         st.clocks.remove(i);
                     });
                 }
-                let v = json!({"nodes": names(&job.nodes), "offset_ms": 0});
+                let v = json!({"nodes": self.names.names(&job.nodes), "offset_ms": 0});
                 recorder.record("stop-clock", with_error(v, &errors));
             }
             (Started::Strobe(job), _) => {
                 let nodes = job.nodes.clone();
                 errors.extend(self.strobe_end(cluster, job).await);
-                let v = json!({"nodes": names(&nodes)});
+                let v = json!({"nodes": self.names.names(&nodes)});
                 recorder.record("stop-strobe-pause", with_error(v, &errors));
             }
             (Started::Net | Started::Churn(_) | Started::Figure8(_), action) => {
@@ -528,7 +558,7 @@ impl Nemesis {
                     Some(net) => {
                         let mut st = self.state();
                         if let Some(NetPart::SlowClient(nodes, ..)) = st.net.remove(&k) {
-                            slowed = Some(names(&nodes));
+                            slowed = Some(self.names.names(&nodes));
                         }
                         net.apply(&rebuild(&st.net, n))
                     }
@@ -571,7 +601,7 @@ fn partition_value(
 }
 
 /// Text for the progress display: the active faults and their nodes.
-fn describe(plan: &[PlannedFault], started: &BTreeMap<usize, Started>) -> String {
+fn describe(names: NodeNames, plan: &[PlannedFault], started: &BTreeMap<usize, Started>) -> String {
     started
         .iter()
         .filter(|(_, s)| !matches!(s, Started::Failed))
@@ -579,7 +609,7 @@ fn describe(plan: &[PlannedFault], started: &BTreeMap<usize, Started>) -> String
             (Started::Nodes(nodes), a)
             | (Started::Clock(ClockJob { nodes, .. }), a)
             | (Started::Strobe(StrobeJob { nodes, .. }), a) => {
-                format!("{} {}", a.kind(), names(nodes).join(","))
+                format!("{} {}", a.kind(), names.names(nodes).join(","))
             }
             (_, FaultAction::Partition { shape, .. }) => format!("partition {shape}"),
             (_, a) => a.kind().to_string(),

@@ -115,7 +115,7 @@ impl Nemesis {
                 Ok(()) => {
                     self.state().paused.remove(&i);
                 }
-                Err(e) => errors.push(format!("{}: {e}", crate::node_name(i))),
+                Err(e) => errors.push(format!("{}: {e}", self.names.name(i))),
             }
         }
         errors

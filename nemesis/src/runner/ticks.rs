@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{set_offsets, with_error, Nemesis, NetPart};
 use crate::network::CutMode;
-use crate::plan::{blocked_flows, names, ClockMode};
+use crate::plan::{blocked_flows, ClockMode, NodeNames};
 use crate::{ClusterControl, NemesisRecorder};
 
 /// How often a `leader-churn` partition asks who leads.
@@ -34,9 +34,9 @@ pub(super) struct ClockJob {
 }
 
 /// Groups that cut node `i` off from the rest.
-pub(super) fn isolate(i: usize, n: usize) -> Vec<Vec<String>> {
+pub(super) fn isolate(names: NodeNames, i: usize, n: usize) -> Vec<Vec<String>> {
     let rest: Vec<usize> = (0..n).filter(|&j| j != i).collect();
-    vec![names(&[i]), names(&rest)]
+    vec![names.names(&[i]), names.names(&rest)]
 }
 
 /// How many times a `leader-churn` partition follows a new leader: three hand-overs give
@@ -60,10 +60,10 @@ impl Nemesis {
         let Some(&next) = leaders.iter().find(|&&i| i != job.isolated && i < n) else {
             return;
         };
-        let groups = isolate(next, n);
-        let result = blocked_flows(&groups, &[], n)
+        let groups = isolate(self.names, next, n);
+        let result = blocked_flows(self.names, &groups, &[], n)
             .and_then(|flows| self.set_net_part(k, NetPart::Cut(flows, CutMode::Blackhole), n));
-        let v = json!({"isolated": crate::node_name(next), "healed": crate::node_name(job.isolated),
+        let v = json!({"isolated": self.names.name(next), "healed": self.names.name(job.isolated),
                        "groups": groups});
         match result {
             Ok(()) => {
@@ -81,7 +81,12 @@ impl Nemesis {
 
 /// Moves a strobe or skew clock fault one step. Errors are not recorded per tick (a
 /// tick every few ms would flood the history); the start and stop ops carry the fault.
-pub(super) async fn clock_tick<C: ClusterControl>(cluster: &C, job: &mut ClockJob, now: Instant) {
+pub(super) async fn clock_tick<C: ClusterControl>(
+    cluster: &C,
+    names: NodeNames,
+    job: &mut ClockJob,
+    now: Instant,
+) {
     let offset = match job.mode {
         ClockMode::Strobe => {
             job.on = !job.on;
@@ -97,6 +102,6 @@ pub(super) async fn clock_tick<C: ClusterControl>(cluster: &C, job: &mut ClockJo
         }
         ClockMode::Bump => job.offset_ms,
     };
-    let _ = set_offsets(cluster, &job.nodes, offset).await;
+    let _ = set_offsets(cluster, names, &job.nodes, offset).await;
     job.next_tick = now + job.period;
 }
