@@ -1,9 +1,10 @@
 //! End-to-end runs against real MariaDB 10.11 (Debian's mariadb-server, galera-4): a single
 //! server at REPEATABLE READ loses updates with `innodb_snapshot_isolation` off and does
 //! not with it on; a healthy three-node Galera cluster loses updates across nodes; and a
-//! Galera cluster whose nodes are killed with -9 recovers and serves again. Needs the
-//! server's programs, and for Galera root (network namespaces); skips otherwise, through
-//! `testing/skip.rs`. One cluster at a time; each run leaves no server or work directory.
+//! Galera cluster whose nodes are killed with -9 (all of them, or a majority) recovers and
+//! serves again. Needs the server's programs, and for Galera root (network namespaces);
+//! skips otherwise, through `testing/skip.rs`. One cluster at a time; each run leaves no
+//! server or work directory.
 
 mod support;
 use support::skip;
@@ -262,6 +263,71 @@ fn a_galera_cluster_killed_with_minus_9_recovers_and_serves() {
         );
     }
     // The checkers ran on a history with reads (lost-appends and linearizability).
+    let lost = support::checker(&results, "lost-appends");
+    println!("lost-appends: {}", lost["valid"]);
+    assert_ne!(lost["valid"], "unknown", "{lost:#}");
+}
+
+#[test]
+fn a_galera_cluster_serves_again_after_a_majority_is_killed() {
+    if skip::unless(module_path!(), galera_missing()) {
+        return;
+    }
+    // Two of three killed for less than Galera's suspect timeout (5 s): restarted while
+    // the survivor still reports the primary view that counts them, which it then loses.
+    let plan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        plan.path(),
+        r#"[{"at_ms":1000,"for_ms":1500,"f":"kill","nodes":["n2","n3"]}]"#,
+    )
+    .unwrap();
+    let plan = plan.path().display().to_string();
+    let (_, results, ops, logs) = run_mariadb_with_logs(
+        3,
+        &[
+            "--workload",
+            "append",
+            "--nemesis-plan",
+            &plan,
+            "--time-limit",
+            "20",
+            "--seed",
+            "3",
+            "--rate",
+            "100",
+            "--op-timeout-ms",
+            "3000",
+        ],
+    );
+    let nemesis = |f: &str| {
+        ops.iter()
+            .position(|op| op["process"] == "nemesis" && op["f"] == f)
+            .unwrap_or_else(|| panic!("no nemesis {f} in the history"))
+    };
+    let (restart, heal) = (nemesis("restart"), nemesis("heal"));
+    let appended = |from: usize, to: usize| {
+        ops[from..to]
+            .iter()
+            .filter(|op| op["type"] == "ok" && op["f"] == "append")
+            .count()
+    };
+    let after = appended(restart, heal);
+    println!(
+        "appends acknowledged before the restart: {}, after it: {after}",
+        appended(0, restart)
+    );
+    // The quorum was reset on the survivor (or a restarted node founded the cluster),
+    // once the survivor had left the primary component.
+    let reset = logs.iter().find_map(|l| {
+        l.lines()
+            .find(|l| l.contains("the quorum was reset on") || l.contains("founds the cluster"))
+    });
+    println!("{}", reset.unwrap_or("no quorum reset in the node logs"));
+    assert!(reset.is_some(), "the quorum was not reset");
+    assert!(
+        after > 10,
+        "only {after} appends acknowledged after the majority was restarted: {results:#}"
+    );
     let lost = support::checker(&results, "lost-appends");
     println!("lost-appends: {}", lost["valid"]);
     assert_ne!(lost["valid"], "unknown", "{lost:#}");

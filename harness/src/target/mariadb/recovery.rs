@@ -166,36 +166,116 @@ pub async fn before_restart(
     Ok(if first == i { vec![i] } else { vec![first, i] })
 }
 
-/// When nodes run but none is in a primary component (a majority was killed: the
-/// survivors lost quorum and wait), resets the quorum as MariaDB's recovery guide tells
-/// an operator: on the most advanced node, a survivor by `SET GLOBAL
-/// wsrep_provider_options='pc.bootstrap=YES'` (node `i` then joins it), or node `i`
-/// itself when it holds more (it founds the cluster, which the survivors join). None
-/// while some node is primary: node `i` just joins.
+/// How long a restart waits for the running nodes to settle into a primary component or
+/// lose it: Galera notices a killed member only after `evs.suspect_timeout` (5 s), later
+/// on a loaded machine.
+const QUORUM_BOUND: Duration = Duration::from_secs(30);
+/// How often the running nodes are asked while they settle.
+const QUORUM_POLL: Duration = Duration::from_millis(250);
+
+/// What a running Galera node says of its component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeState {
+    /// The node's index.
+    pub node: usize,
+    /// `wsrep_cluster_status` is `Primary`.
+    pub primary: bool,
+    /// `wsrep_last_committed`.
+    pub last_committed: i64,
+    /// `wsrep_cluster_size`: the members of its current view, killed ones included until
+    /// it has noticed they are gone.
+    pub size: usize,
+}
+
+/// What the running nodes' answers say about the quorum, just before a killed node
+/// starts again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quorum {
+    /// A primary component that keeps a majority of its view among the running nodes:
+    /// the killed node joins it.
+    Held,
+    /// Every node that answered is outside a primary component, and a majority of the
+    /// cluster is down, so none will form one by itself: the quorum is to be reset on
+    /// `best`, the most advanced of them.
+    Lost { best: usize, last_committed: i64 },
+    /// Not known yet: no node answered, or a node still reports the primary view it had
+    /// before the kill, counting killed members, without which it will lose quorum once
+    /// it notices (after `evs.suspect_timeout`), or nodes enough to keep quorum are
+    /// between views.
+    Unsettled,
+}
+
+/// Judges `states` (the running nodes that answered), `live` nodes running of a
+/// cluster of `n`.
+///
+/// A primary view is only trusted when its running members alone would be a majority
+/// of it: right after a majority is killed the survivor still reports `Primary` with
+/// the killed nodes in its view until `evs.suspect_timeout` has passed, and a restarted
+/// node that joins it then is left with it in a non-primary component that never
+/// becomes primary again (no member of the old primary view but the survivor is in it).
+pub fn quorum(states: &[NodeState], live: usize, n: usize) -> Quorum {
+    if states.iter().any(|s| s.primary && 2 * live > s.size) {
+        return Quorum::Held;
+    }
+    let all_non_primary = !states.is_empty() && states.iter().all(|s| !s.primary);
+    if !all_non_primary || 2 * live > n {
+        return Quorum::Unsettled;
+    }
+    states
+        .iter()
+        .max_by_key(|s| (s.last_committed, std::cmp::Reverse(s.node)))
+        .map_or(Quorum::Unsettled, |s| Quorum::Lost {
+            best: s.node,
+            last_committed: s.last_committed,
+        })
+}
+
+/// When nodes run but a majority is down (a majority was killed: the survivors lose
+/// quorum and wait), resets the quorum as MariaDB's recovery guide tells an operator,
+/// once the survivors are seen outside a primary component (waiting up to
+/// [`QUORUM_BOUND`] for them to notice the kill): on the most advanced node, a survivor
+/// by `SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'` (node `i` then joins it),
+/// or node `i` itself when it holds more (it founds the cluster, which the survivors
+/// join). None while a primary component holds: node `i` just joins; also when the
+/// nodes did not settle within the bound (said in the logs).
 async fn reset_quorum(
     i: usize,
     layouts: &[NodeLayout],
     running: &[bool],
     at: Option<&Position>,
 ) -> Result<Option<Vec<usize>>, String> {
-    let mut survivors = Vec::new();
-    for (j, layout) in layouts.iter().enumerate() {
-        if !running.get(j).copied().unwrap_or(false) {
-            continue;
+    let live: Vec<usize> = (0..layouts.len())
+        .filter(|&j| running.get(j).copied().unwrap_or(false))
+        .collect();
+    let start = std::time::Instant::now();
+    let (best, best_seqno) = loop {
+        let mut states = Vec::new();
+        for &j in &live {
+            // A node that does not answer (starting, joining, paused) says nothing.
+            if let Some(state) = cluster_state(j, layouts[j].client_addr).await {
+                states.push(state);
+            }
         }
-        match cluster_state(layout.client_addr).await {
-            Some((true, _)) => return Ok(None),
-            Some((false, seqno)) => survivors.push((j, seqno)),
-            // Not answering (starting, or joining): it is no survivor to reset on.
-            None => {}
+        match quorum(&states, live.len(), layouts.len()) {
+            Quorum::Held => return Ok(None),
+            Quorum::Lost {
+                best,
+                last_committed,
+            } => break (best, last_committed),
+            Quorum::Unsettled if start.elapsed() >= QUORUM_BOUND => {
+                let text = format!(
+                    "splitbrain: the running nodes neither held nor lost a primary component within {QUORUM_BOUND:?} ({states:?}); {} joins them as they are\n",
+                    layouts[i].name
+                );
+                for layout in layouts {
+                    note(layout, &text);
+                }
+                return Ok(None);
+            }
+            Quorum::Unsettled => tokio::time::sleep(QUORUM_POLL).await,
         }
-    }
-    let Some(&(best, best_seqno)) = survivors
-        .iter()
-        .max_by_key(|&&(j, seqno)| (seqno, std::cmp::Reverse(j)))
-    else {
-        return Ok(None);
     };
+    let waited = start.elapsed().as_secs_f64();
     let mine = at.map_or(-1, |p| p.seqno);
     let text = if mine > best_seqno {
         set_restart_options(&layouts[i], true, at)?;
@@ -207,7 +287,7 @@ async fn reset_quorum(
                 .map_err(|e| format!("writing {}: {e}", grastate.display()))?;
         }
         format!(
-            "splitbrain: no running node is primary ({} at seqno {best_seqno} is the most advanced of them); {} at seqno {mine} founds the cluster again\n",
+            "splitbrain: no running node is primary (seen {waited:.1} s into the restart; {} at seqno {best_seqno} is the most advanced of them); {} at seqno {mine} founds the cluster again\n",
             layouts[best].name, layouts[i].name
         )
     } else {
@@ -221,7 +301,7 @@ async fn reset_quorum(
         .map_err(|e| format!("resetting the quorum on {}: {e}", layouts[best].name))?;
         set_restart_options(&layouts[i], false, at)?;
         format!(
-            "splitbrain: no running node was primary; the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
+            "splitbrain: no running node was primary (seen {waited:.1} s into the restart); the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
             layouts[best].name, layouts[i].name
         )
     };
@@ -231,14 +311,13 @@ async fn reset_quorum(
     Ok(Some(vec![i]))
 }
 
-/// Whether the node at `addr` is in a primary component, and the last write set it
-/// committed; None when it does not answer.
-async fn cluster_state(addr: std::net::SocketAddr) -> Option<(bool, i64)> {
+/// What node `node` at `addr` says of its component; None when it does not answer.
+async fn cluster_state(node: usize, addr: std::net::SocketAddr) -> Option<NodeState> {
     let mut conn = connection::connect_admin(addr, PROBE).await.ok()?;
     let rows: Vec<(String, String)> = tokio::time::timeout(
         PROBE,
         conn.query(
-            "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_last_committed')",
+            "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_last_committed', 'wsrep_cluster_size')",
         ),
     )
     .await
@@ -249,10 +328,12 @@ async fn cluster_state(addr: std::net::SocketAddr) -> Option<(bool, i64)> {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.clone())
     };
-    Some((
-        value("wsrep_cluster_status")? == "Primary",
-        value("wsrep_last_committed")?.parse().ok()?,
-    ))
+    Some(NodeState {
+        node,
+        primary: value("wsrep_cluster_status")? == "Primary",
+        last_committed: value("wsrep_last_committed")?.parse().ok()?,
+        size: value("wsrep_cluster_size")?.parse().ok()?,
+    })
 }
 
 /// Appends `text` to node `layout`'s log (a note of what the harness decided).
@@ -372,5 +453,47 @@ mod tests {
         assert_eq!(founder(&[at(12), at(12), at(11)], 2), 0);
         assert_eq!(founder(&[None, None, at(-1)], 1), 1);
         assert_eq!(founder(&[None, at(3), None], 0), 1);
+    }
+
+    #[test]
+    fn a_primary_view_counting_killed_members_is_not_trusted_until_it_settles() {
+        let state = |node, primary, last_committed, size| NodeState {
+            node,
+            primary,
+            last_committed,
+            size,
+        };
+        // One of three killed: the two survivors keep a majority of their old view.
+        assert_eq!(
+            quorum(&[state(0, true, 9, 3), state(2, true, 9, 3)], 2, 3),
+            Quorum::Held
+        );
+        // Two of three killed, the survivor not yet aware: its view still counts them.
+        assert_eq!(quorum(&[state(0, true, 9, 3)], 1, 3), Quorum::Unsettled);
+        // ... then aware: non-primary, and the reset goes to it.
+        assert_eq!(
+            quorum(&[state(0, false, 9, 1)], 1, 3),
+            Quorum::Lost {
+                best: 0,
+                last_committed: 9
+            }
+        );
+        // After the reset the survivor is primary alone; the next node joins it.
+        assert_eq!(quorum(&[state(0, true, 9, 1)], 2, 3), Quorum::Held);
+        // Of several non-primary survivors (five nodes, three killed) the most advanced.
+        assert_eq!(
+            quorum(&[state(1, false, 7, 2), state(4, false, 8, 2)], 2, 5),
+            Quorum::Lost {
+                best: 4,
+                last_committed: 8
+            }
+        );
+        // A majority runs but is between views: wait rather than found a second primary.
+        assert_eq!(
+            quorum(&[state(0, false, 9, 2), state(1, false, 9, 2)], 2, 3),
+            Quorum::Unsettled
+        );
+        // Nobody answered.
+        assert_eq!(quorum(&[], 1, 3), Quorum::Unsettled);
     }
 }
