@@ -1,7 +1,7 @@
 //! Counterexamples: turning a failed or stopped search into words, evidence and details.
 
 use super::model::Model;
-use super::search::{Part, Progress, Stop};
+use super::search::{Part, PartOp, Progress, Stop};
 use crate::history::{History, OpPair, Outcome};
 use crate::verdict::{CheckBounds, CheckResult, Validity};
 use serde_json::{json, Value};
@@ -85,6 +85,10 @@ fn describe(p: &OpPair) -> String {
 }
 
 /// Builds the invalid result for a part whose search found no linearization.
+///
+/// Only what needs the model (replaying the prefix, trying the other ops against the
+/// final state, the state as JSON) is done here; the words and evidence are built by
+/// [`invalid_result`], which is compiled once instead of once per model type.
 pub(crate) fn explain_invalid<M: Model>(
     model: &M,
     history: &History,
@@ -92,31 +96,9 @@ pub(crate) fn explain_invalid<M: Model>(
     prog: &Progress<M::State>,
     parts: usize,
 ) -> CheckResult {
-    // Pairs one at a time: the whole history's values are never held for an explanation.
-    let pair = |i: usize| {
-        history
-            .pair(i)
-            .expect("a part's ops index the history's pairs")
-    };
-    let invoke_pos = |i: usize| history.pair_slots()[i].invoke_pos;
-    let clock = Clock::new(history);
-    let mut in_prefix = vec![false; part.ops.len()];
-    for &i in &prog.best_prefix {
-        in_prefix[i as usize] = true;
-    }
-    // The op whose return entry stopped the search: the earliest-completing required op
-    // left out of the longest prefix.
-    let stuck = prog.stuck.map(|i| i as usize).or_else(|| {
-        (0..part.ops.len())
-            .filter(|&i| part.ops[i].required && !in_prefix[i])
-            .min_by_key(|&i| part.ops[i].end)
-    });
-    let Some(stuck) = stuck else {
+    let Some(stuck) = stuck_op(&part.ops, &prog.best_prefix, prog.stuck) else {
         return CheckResult::new("linearizable", Validity::Invalid, "not linearizable");
     };
-    let stuck_op = &part.ops[stuck];
-    let stuck_pair = pair(stuck_op.pair);
-    let sp = &*stuck_pair;
 
     // Replay the prefix to find the op that last changed the state.
     let mut state = model.init();
@@ -131,7 +113,7 @@ pub(crate) fn explain_invalid<M: Model>(
         }
     }
     // Ops that, applied to the final state, would let the stuck op take effect.
-    let stuck_value = &part.values[stuck_op.op as usize];
+    let stuck_value = &part.values[part.ops[stuck].op as usize];
     let enablers: Vec<usize> = (0..part.ops.len())
         .filter(|&i| i != stuck)
         .filter(|&i| {
@@ -142,12 +124,72 @@ pub(crate) fn explain_invalid<M: Model>(
         })
         .collect();
 
-    let key_text = part
-        .key
-        .as_ref()
-        .map(|k| format!("key {k}: "))
-        .unwrap_or_default();
-    let state_json = model.state_json(&prog.best_state);
+    invalid_result(
+        history,
+        &Refutation {
+            key: part.key.as_ref(),
+            ops: &part.ops,
+            best_prefix: &prog.best_prefix,
+            stuck,
+            setter,
+            enablers,
+            state_json: model.state_json(&prog.best_state),
+            memo_entries: prog.memo_entries,
+        },
+        parts,
+    )
+}
+
+/// The op whose return entry stopped the search: the one the search names, else the
+/// earliest-completing required op left out of the longest prefix.
+fn stuck_op(ops: &[PartOp], best_prefix: &[u32], named: Option<u32>) -> Option<usize> {
+    let mut in_prefix = vec![false; ops.len()];
+    for &i in best_prefix {
+        in_prefix[i as usize] = true;
+    }
+    named.map(|i| i as usize).or_else(|| {
+        (0..ops.len())
+            .filter(|&i| ops[i].required && !in_prefix[i])
+            .min_by_key(|&i| ops[i].end)
+    })
+}
+
+/// What a refuted part's explanation is made of, with the model already applied.
+struct Refutation<'a> {
+    key: Option<&'a String>,
+    ops: &'a [PartOp],
+    best_prefix: &'a [u32],
+    /// The part op that cannot take effect.
+    stuck: usize,
+    /// The prefix's last op that changed the state.
+    setter: Option<usize>,
+    /// Ops that, applied to the prefix's final state, would let the stuck op take effect.
+    enablers: Vec<usize>,
+    /// The prefix's final state.
+    state_json: Value,
+    memo_entries: usize,
+}
+
+/// The invalid result's text, evidence and details (see [`explain_invalid`]).
+fn invalid_result(history: &History, found: &Refutation<'_>, parts: usize) -> CheckResult {
+    // Pairs one at a time: the whole history's values are never held for an explanation.
+    let pair = |i: usize| {
+        history
+            .pair(i)
+            .expect("a part's ops index the history's pairs")
+    };
+    let invoke_pos = |i: usize| history.pair_slots()[i].invoke_pos;
+    let clock = Clock::new(history);
+    let ops = found.ops;
+    let stuck = found.stuck;
+    let setter = found.setter;
+    let enablers = &found.enablers;
+    let stuck_op = &ops[stuck];
+    let stuck_pair = pair(stuck_op.pair);
+    let sp = &*stuck_pair;
+
+    let key_text = found.key.map(|k| format!("key {k}: ")).unwrap_or_default();
+    let state_json = &found.state_json;
     let mut text = format!(
         "{key_text}not linearizable. {} (process {}, invoked at {}, completed at {}) cannot take \
          effect: no order of the ops consistent with real time explains it. The longest \
@@ -156,11 +198,11 @@ pub(crate) fn explain_invalid<M: Model>(
         sp.process,
         clock.invoked(sp),
         clock.completed(sp),
-        prog.best_prefix.len(),
+        found.best_prefix.len(),
         state_json,
     );
     if let Some(s) = setter {
-        let w = pair(part.ops[s].pair);
+        let w = pair(ops[s].pair);
         text.push_str(&format!(
             ", set by {} (process {}), which completed at {}",
             describe(&w),
@@ -174,12 +216,12 @@ pub(crate) fn explain_invalid<M: Model>(
             " No op of this object could have produced a state in which it takes effect.",
         );
     } else {
-        let setter_pair = setter.map(|s| pair(part.ops[s].pair));
+        let setter_pair = setter.map(|s| pair(ops[s].pair));
         let listed: Vec<String> = enablers
             .iter()
             .take(3)
             .map(|&i| {
-                let e = pair(part.ops[i].pair);
+                let e = pair(ops[i].pair);
                 let e = &*e;
                 let why = match setter_pair.as_deref() {
                     Some(w) if e.precedes(w) => format!(
@@ -212,34 +254,34 @@ pub(crate) fn explain_invalid<M: Model>(
     let mut chosen: Vec<usize> = vec![stuck];
     chosen.extend(setter);
     chosen.extend(enablers.iter().take(5));
-    chosen.extend((0..part.ops.len()).filter(|&i| {
-        let o = &part.ops[i];
+    chosen.extend((0..ops.len()).filter(|&i| {
+        let o = &ops[i];
         o.invoke < stuck_op.end && o.end > stuck_op.invoke && i != stuck
     }));
     chosen.truncate(MAX_LISTED);
-    chosen.sort_by_key(|&i| part.ops[i].invoke);
+    chosen.sort_by_key(|&i| ops[i].invoke);
     chosen.dedup();
     let evidence: Vec<Value> = chosen
         .iter()
-        .map(|&i| op_json(history, &pair(part.ops[i].pair)))
+        .map(|&i| op_json(history, &pair(ops[i].pair)))
         .collect();
-    let prefix: Vec<u64> = prog
+    let prefix: Vec<u64> = found
         .best_prefix
         .iter()
-        .map(|&i| history.op_index(invoke_pos(part.ops[i as usize].pair)))
+        .map(|&i| history.op_index(invoke_pos(ops[i as usize].pair)))
         .collect();
     let tail = prefix.len().saturating_sub(MAX_LISTED);
 
     let mut r = CheckResult::new("linearizable", Validity::Invalid, text);
     r.evidence = evidence;
     r.details = json!({
-        "key": part.key,
+        "key": found.key,
         "stuck_op": op_json(history, sp),
         "longest_prefix_len": prefix.len(),
         "longest_prefix": &prefix[tail..],
         "longest_prefix_truncated": tail > 0,
         "state": state_json,
-        "memo_entries": prog.memo_entries,
+        "memo_entries": found.memo_entries,
         "parts": parts,
     });
     r
@@ -252,7 +294,20 @@ pub(crate) type StoppedPart<'a, M> = (
     &'a Progress<<M as Model>::State>,
 );
 
-/// Builds the unknown result when bounds stopped one or more parts.
+/// A stopped part without its model types: what [`stopped_result`] reports of it.
+struct StoppedSummary<'a> {
+    key: Option<&'a String>,
+    stop: Stop,
+    ops: &'a [PartOp],
+    best_prefix: &'a [u32],
+    best_required: usize,
+    total_required: usize,
+    memo_entries: usize,
+    memo_bytes: u64,
+}
+
+/// Builds the unknown result when bounds stopped one or more parts. Only the first
+/// part's state as JSON needs the model; [`stopped_result`] does the rest, compiled once.
 pub(crate) fn explain_stopped<M: Model>(
     model: &M,
     history: &History,
@@ -260,15 +315,41 @@ pub(crate) fn explain_stopped<M: Model>(
     parts: usize,
     bounds: &CheckBounds,
 ) -> CheckResult {
-    let describe_part = |(part, stop, prog): &StoppedPart<'_, M>| {
-        let bound = match stop {
+    let summaries: Vec<StoppedSummary<'_>> = stopped
+        .iter()
+        .map(|(part, stop, prog)| StoppedSummary {
+            key: part.key.as_ref(),
+            stop: *stop,
+            ops: &part.ops,
+            best_prefix: &prog.best_prefix,
+            best_required: prog.best_required,
+            total_required: prog.total_required,
+            memo_entries: prog.memo_entries,
+            memo_bytes: prog.memo_bytes,
+        })
+        .collect();
+    let first_state = model.state_json(&stopped[0].2.best_state);
+    stopped_result(history, &summaries, first_state, parts, bounds)
+}
+
+/// The unknown result's text and details (see [`explain_stopped`]); `first_state` is the
+/// first stopped part's state after its longest prefix.
+fn stopped_result(
+    history: &History,
+    stopped: &[StoppedSummary<'_>],
+    first_state: Value,
+    parts: usize,
+    bounds: &CheckBounds,
+) -> CheckResult {
+    let describe_part = |p: &StoppedSummary<'_>| {
+        let bound = match p.stop {
             Stop::Time => match bounds.time_limit {
                 Some(t) => format!("the time limit ({:.1} s)", t.as_secs_f64()),
                 None => "the time limit".into(),
             },
             Stop::Memory => format!(
                 "the memory bound ({} MB of search tables)",
-                prog.memo_bytes >> 20
+                p.memo_bytes >> 20
             ),
             Stop::Cancelled => "cancellation".into(),
             Stop::Steps => "the step allowance".into(),
@@ -276,13 +357,12 @@ pub(crate) fn explain_stopped<M: Model>(
         format!(
             "{} stopped at {bound} after linearizing {} of {} ops that surely took effect \
              ({} memo entries)",
-            part.key
-                .as_ref()
+            p.key
                 .map(|k| format!("key {k}"))
                 .unwrap_or("the history".into()),
-            prog.best_required,
-            prog.total_required,
-            prog.memo_entries
+            p.best_required,
+            p.total_required,
+            p.memo_entries
         )
     };
     let lines: Vec<String> = stopped.iter().take(5).map(describe_part).collect();
@@ -294,21 +374,21 @@ pub(crate) fn explain_stopped<M: Model>(
         if stopped.len() > 5 { "; ..." } else { "" }
     );
     let mut r = CheckResult::new("linearizable", Validity::Unknown, text);
-    let (part, _, prog) = &stopped[0];
-    let prefix: Vec<u64> = prog
+    let first = &stopped[0];
+    let prefix: Vec<u64> = first
         .best_prefix
         .iter()
-        .map(|&i| history.op_index(history.pair_slots()[part.ops[i as usize].pair].invoke_pos))
+        .map(|&i| history.op_index(history.pair_slots()[first.ops[i as usize].pair].invoke_pos))
         .collect();
     let tail = prefix.len().saturating_sub(MAX_LISTED);
     r.details = json!({
-        "key": part.key,
-        "stopped_keys": stopped.iter().map(|(p, _, _)| p.key.clone()).take(MAX_LISTED).collect::<Vec<_>>(),
+        "key": first.key,
+        "stopped_keys": stopped.iter().map(|p| p.key.cloned()).take(MAX_LISTED).collect::<Vec<_>>(),
         "longest_prefix_len": prefix.len(),
         "longest_prefix": &prefix[tail..],
-        "state": model.state_json(&prog.best_state),
-        "memo_entries": prog.memo_entries,
-        "memo_bytes": prog.memo_bytes,
+        "state": first_state,
+        "memo_entries": first.memo_entries,
+        "memo_bytes": first.memo_bytes,
     });
     r
 }

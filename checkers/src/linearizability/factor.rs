@@ -47,7 +47,7 @@
 
 use super::fxhash::FxHashMap;
 use super::model::Model;
-use super::search::{Part, NO_STATE, STATE_ENTRY_OVERHEAD};
+use super::search::{Part, PartOp, NO_STATE, STATE_ENTRY_OVERHEAD};
 use super::tables::{Interner, KeySet};
 
 /// The components of one part.
@@ -66,13 +66,27 @@ impl Components {
     /// The components of `part`, or `None` when the factored memo cannot or need not be
     /// used: an op without a footprint, a model without projections, or a single component.
     pub fn new<M: Model>(model: &M, part: &Part<M::Op>) -> Option<Components> {
+        // The model is asked only here and at the end; the grouping in between is
+        // compiled once rather than once per model type.
+        let footprints: Vec<Vec<u64>> = part
+            .values
+            .iter()
+            .map(|value| model.footprint(value))
+            .collect::<Option<_>>()?;
+        let comps = Components::of_footprints(&footprints, &part.ops)?;
+        model.project(&model.init(), &comps.atoms[0])?;
+        Some(comps)
+    }
+
+    /// The components given each distinct model op's footprint, or `None` for an empty
+    /// footprint or a single component.
+    fn of_footprints(footprints: &[Vec<u64>], ops: &[PartOp]) -> Option<Components> {
         let mut index: FxHashMap<u64, usize> = FxHashMap::default();
         let mut parent: Vec<usize> = Vec::new();
         // Each distinct model op's atoms, joined; and its first atom.
-        let mut value_atom = Vec::with_capacity(part.values.len());
-        for value in &part.values {
-            let ids: Vec<usize> = model
-                .footprint(value)?
+        let mut value_atom = Vec::with_capacity(footprints.len());
+        for footprint in footprints {
+            let ids: Vec<usize> = footprint
                 .iter()
                 .map(|a| {
                     *index.entry(*a).or_insert_with(|| {
@@ -87,11 +101,11 @@ impl Components {
             }
             value_atom.push(*ids.first()?);
         }
-        let first_atom: Vec<usize> = part.ops.iter().map(|o| value_atom[o.op as usize]).collect();
+        let first_atom: Vec<usize> = ops.iter().map(|o| value_atom[o.op as usize]).collect();
         // Dense component numbers, in order of first appearance.
         let mut dense: FxHashMap<usize, u32> = FxHashMap::default();
-        let mut comp_of = Vec::with_capacity(part.ops.len());
-        let mut local = Vec::with_capacity(part.ops.len());
+        let mut comp_of = Vec::with_capacity(ops.len());
+        let mut local = Vec::with_capacity(ops.len());
         let mut sizes: Vec<usize> = Vec::new();
         for &a in &first_atom {
             let root = find(&mut parent, a);
@@ -117,7 +131,6 @@ impl Components {
         for a in &mut atoms {
             a.sort_unstable();
         }
-        model.project(&model.init(), &atoms[0])?;
         Some(Components {
             comp_of,
             local,

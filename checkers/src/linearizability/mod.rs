@@ -323,13 +323,18 @@ fn run_with<M: InitFromJson>(
     what: Probe,
 ) -> Result<Option<CheckResult>, String> {
     let init = init.map(|v| model.state_from_json(v)).transpose()?;
-    Ok(match (what, init) {
-        (Probe::Parse, _) => None,
-        (Probe::Check, None) => Some(check_model(&model, history, options)),
-        (Probe::Check, Some(init)) => {
-            Some(check_model(&WithInit { model, init }, history, options))
-        }
-    })
+    if what == Probe::Parse {
+        return Ok(None);
+    }
+    // Always through `WithInit` (its own initial state when none is given): checking the
+    // bare model too would compile the whole search a second time for every model, and
+    // `WithInit` changes nothing but where the search starts.
+    let init = init.unwrap_or_else(|| model.init());
+    Ok(Some(check_model(
+        &WithInit { model, init },
+        history,
+        options,
+    )))
 }
 
 /// The model kinds in [`MODELS`]' order.
