@@ -30,6 +30,7 @@ pub mod programs;
 pub mod progress;
 pub mod recorder;
 pub mod remote;
+pub mod schedule_shrink;
 pub mod serve;
 pub mod spec;
 pub mod store;

@@ -25,7 +25,8 @@ pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions
 pub use live::{live_html, LiveStatus};
 pub use net::{NetStats, NodeNetStats, OpTypeNetStats};
 pub use report::{
-    cycles, fault_label, fault_windows, render_html, repeat_command, Cycle, CycleEdge, FaultWindow,
+    cycles, fault_label, fault_windows, render_html, render_html_with_shrunk, repeat_command,
+    Cycle, CycleEdge, FaultWindow, ShrunkFiles,
 };
 pub use stats::{history_stats, HistoryStats, Latency};
 pub use store_index::{directory_html, store_index_html, IndexedRun};

@@ -13,6 +13,7 @@ mod list;
 mod report;
 mod serve;
 mod shrink;
+mod shrink_schedule;
 mod suite;
 mod test;
 
@@ -71,8 +72,10 @@ enum Command {
     /// Run a suite (a verification matrix: built-in `quick`, `full`, or a TOML file) and
     /// judge every cell against its expected verdict.
     Suite(suite::SuiteArgs),
-    /// Shrink an invalid history to the smallest sub-history that still fails the same
-    /// way (same checker, same anomaly), 1-minimal, written beside the run.
+    /// Shrink a failing run: `RUN_DIR` replays it against a live cluster to find the
+    /// smallest fault plan and lightest run that still fail the same way, then shrinks
+    /// the history; `--history` shrinks an invalid history only, to the smallest
+    /// sub-history that still fails the same way (same checker, same anomaly), 1-minimal.
     Shrink(shrink::ShrinkArgs),
     /// Re-render a run directory's report.html from its history, results and test.json.
     Report(report::ReportArgs),
@@ -92,7 +95,10 @@ pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
         Command::Bench(a) => bench::cmd_bench(a),
         Command::Suite(a) => suite::cmd_suite(a),
         Command::Report(a) => report::cmd_report(a),
-        Command::Shrink(a) => shrink::cmd_shrink(a),
+        Command::Shrink(a) => match a.run.clone() {
+            Some(run) => shrink_schedule::cmd_shrink_schedule(&run, &a),
+            None => shrink::cmd_shrink(a),
+        },
     }
 }
 

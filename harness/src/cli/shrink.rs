@@ -16,16 +16,37 @@ use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub(crate) struct ShrinkArgs {
+    /// A stored failing run directory: replay it against a live cluster to shrink its
+    /// fault schedule, length and load (docs/shrink.md), then shrink the history of the
+    /// last failing replay.
+    #[arg(conflicts_with = "history", required_unless_present = "history")]
+    pub(crate) run: Option<PathBuf>,
     /// A run directory (with history.jsonl) or a history file (JSONL, JSON array, EDN,
-    /// Jepsen log) that a checker finds invalid.
+    /// Jepsen log) that a checker finds invalid: shrink the history only, no cluster.
     #[arg(long)]
-    history: PathBuf,
+    history: Option<PathBuf>,
     #[command(flatten)]
-    selection: CheckerSelection,
+    pub(crate) selection: CheckerSelection,
     #[command(flatten)]
-    check: CheckFlags,
+    pub(crate) check: CheckFlags,
     #[command(flatten)]
-    shrink: ShrinkFlags,
+    pub(crate) shrink: ShrinkFlags,
+    #[command(flatten)]
+    pub(crate) schedule: ScheduleFlags,
+}
+
+/// How a schedule shrink (`shrink RUN_DIR`) replays and is bounded.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ScheduleFlags {
+    /// Most replays of each candidate; it is kept when one fails the same way.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) replays: usize,
+    /// Replays of the final candidate that measure its replay rate.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) confirm: usize,
+    /// Most seconds the schedule shrink may take, confirmation runs included.
+    #[arg(long, default_value_t = 1800)]
+    pub(crate) budget: u64,
 }
 
 /// How a shrink is aimed and bounded (shared by `shrink` and `check --shrink`).
@@ -34,11 +55,11 @@ pub(crate) struct ShrinkFlags {
     /// The anomaly the shrunk history must still show (G2-item, lost-append, ...); by
     /// default the first one the first invalid checker names.
     #[arg(long)]
-    anomaly: Option<String>,
+    pub(crate) anomaly: Option<String>,
     /// Where to write the shrunk history, its results and report (default: `shrunk/` in
     /// the run directory, or `FILE.shrunk/` beside a history file).
     #[arg(long)]
-    out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Most candidate histories to check.
     #[arg(long, default_value_t = 20_000)]
     max_checks: usize,
@@ -58,14 +79,16 @@ impl Default for ShrinkFlags {
     }
 }
 
+/// `shrink --history`: the history alone (`shrink RUN_DIR` is `shrink_schedule`'s).
 pub(crate) fn cmd_shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
-    let (stored, history, check) = load(&a.history, &a.check)?;
+    let Some(path) = a.history.clone() else {
+        return Err(usage("shrink needs a RUN_DIR or --history PATH"));
+    };
+    let (stored, history, check) = load(&path, &a.check)?;
     let (name, checkers) = select_checkers(&a.selection, &history, &stored, &check)?;
     let results: Vec<CheckResult> = checkers.iter().map(|c| c.check(&history)).collect();
     eprintln!("checked {} as {name}", stored.history.display());
-    match shrink_first_failure(
-        &a.history, &stored, &history, &checkers, &results, &a.shrink,
-    )? {
+    match shrink_first_failure(&path, &stored, &history, &checkers, &results, &a.shrink)? {
         Some(_) => Ok(super::verdict_code(Validity::Invalid)),
         None => {
             let merged = results

@@ -331,6 +331,49 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
     })
 }
 
+/// A test from a stored spec (a run's test.json, as `shrink` replays it): the target,
+/// workload and checks it names, resolved as `prepare_test` resolves them from flags
+/// (the flags were checked when the stored run was made).
+pub(crate) fn prepare_spec(
+    spec: TestSpec,
+    check: splitbrain::check_options::CheckOptions,
+) -> anyhow::Result<PreparedTest> {
+    if spec.maelstrom.is_some() {
+        let Some(workload) = MaelstromWorkload::parse(&spec.workload) else {
+            anyhow::bail!("maelstrom workload {:?} is not known", spec.workload);
+        };
+        return Ok(PreparedTest {
+            spec,
+            target: PreparedTarget::Maelstrom(workload),
+            workload: Box::new(workload),
+            check,
+        });
+    }
+    let mut target: std::sync::Arc<dyn splitbrain::target::Target> = if spec.target == "exec" {
+        let Some(path) = &spec.target_spec else {
+            anyhow::bail!("an exec target's test.json names no target_spec");
+        };
+        std::sync::Arc::new(ExecTarget::from_file(path)?)
+    } else {
+        splitbrain::target::by_name(&spec.target)
+            .ok_or_else(|| anyhow::anyhow!("unknown target {:?}", spec.target))?
+    };
+    if !spec.settings.is_empty() {
+        if let Some(configured) = target.with_settings(&spec.settings) {
+            target = configured.map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+    }
+    let Some(workload) = splitbrain::workload::registry::by_name(&spec.workload) else {
+        anyhow::bail!("unknown workload {:?}", spec.workload);
+    };
+    Ok(PreparedTest {
+        spec,
+        target: PreparedTarget::Networked(target),
+        workload,
+        check,
+    })
+}
+
 /// `--transport`: only for targets that take it, `tcp` or `shm`, and with `shm` no
 /// network fault (it would be recorded as injected while changing nothing).
 fn check_transport(a: &TestArgs, target: &dyn splitbrain::target::Target) -> anyhow::Result<()> {

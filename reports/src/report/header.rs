@@ -82,6 +82,14 @@ pub fn repeat_command(test: &Value) -> String {
         flag("shards", text(&test["shards"]));
     }
     flag("read-mode", text(&test["read_mode"]));
+    flag("wait", text(&test["wait"]));
+    flag("read-from", text(&test["read_from"]));
+    flag("replication", text(&test["replication"]));
+    flag("transport", text(&test["transport"]));
+    for setting in list(&test["settings"]) {
+        flag("setting", Some(setting));
+    }
+    flag("steps", text(&test["steps"]));
     flag("consistency-model", text(&test["consistency_model"]));
     flag(
         "init",

@@ -131,6 +131,62 @@ fn timeline_section(history: &History, windows: &[FaultWindow]) -> Markup {
 /// is one (a bare history checked with `splitbrain check` has none): it fills the header
 /// and the command that repeats the run.
 pub fn render_html(summary: &RunSummary, history: &History, test: Option<&Value>) -> String {
+    render_html_with_shrunk(summary, history, test, None)
+}
+
+/// What `splitbrain shrink` wrote in a run's `shrunk/`: `schedule.json` (the schedule
+/// shrink) and `shrink.json` (the history shrink), each when it is there.
+#[derive(Debug, Clone, Default)]
+pub struct ShrunkFiles {
+    /// `shrunk/schedule.json`.
+    pub schedule: Option<Value>,
+    /// `shrunk/shrink.json`.
+    pub history: Option<Value>,
+}
+
+/// The "Shrunk reproduction" section: the sizes before and after and the command, with
+/// links into `shrunk/`.
+fn shrunk_section(files: &ShrunkFiles) -> Markup {
+    let num = |v: &Value| match v {
+        Value::Null => "?".to_string(),
+        other => other.to_string(),
+    };
+    let before_after = |v: &Value, name: &str| {
+        format!(
+            "{} → {}",
+            num(&v[format!("{name}_before")]),
+            num(&v[format!("{name}_after")])
+        )
+    };
+    html! {
+        h2 id="shrunk" { "Shrunk reproduction" }
+        p { "The smallest reproduction " code { "splitbrain shrink" } " found is in "
+            a href="shrunk/" { "shrunk/" } ": "
+            a href="shrunk/report.html" { "its minimal history's report" }
+            @if files.schedule.is_some() { ", " a href="shrunk/plan.json" { "the fault plan" } } "." }
+        ul {
+            @if let Some(s) = &files.schedule {
+                li { "fault events: " (before_after(s, "events")) }
+                li { "run length (s): " (before_after(s, "time_limit_s")) "; clients: " (before_after(s, "concurrency")) "; keys: " (before_after(s, "active_keys")) "; rate: " (before_after(s, "rate")) }
+                li { "replay rate: " (num(&s["replay_rate"]["failed"])) " of " (num(&s["replay_rate"]["runs"])) " runs fail the same way" }
+            }
+            @if let Some(h) = &files.history {
+                li { "history operations: " (before_after(h, "operations")) }
+            }
+        }
+        @if let Some(cmd) = files.schedule.as_ref().and_then(|s| s["command"].as_str()) {
+            pre.cmd { (cmd) }
+        }
+    }
+}
+
+/// [`render_html`], with a section on the run's shrunk reproduction when it has one.
+pub fn render_html_with_shrunk(
+    summary: &RunSummary,
+    history: &History,
+    test: Option<&Value>,
+    shrunk: Option<&ShrunkFiles>,
+) -> String {
     let windows = fault_windows(history);
     let page = html! {
         (DOCTYPE)
@@ -143,6 +199,7 @@ pub fn render_html(summary: &RunSummary, history: &History, test: Option<&Value>
             }
             body {
                 (header::header(summary, test))
+                @if let Some(files) = shrunk { (shrunk_section(files)) }
                 nav { a href="#latency" { "latency" } " · " a href="#throughput" { "throughput" } " · "
                       a href="#timeline" { "timeline" } " · " a href="#checkers" { "checkers and evidence" } }
                 h2 { "Figures" }

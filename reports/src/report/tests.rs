@@ -1,7 +1,7 @@
 //! Tests of the whole page: sections present, text escaped, fault bands labelled, each
 //! kind of evidence drawn from the checkers' own results.
 
-use super::render_html;
+use super::{render_html, render_html_with_shrunk, ShrunkFiles};
 use crate::{history_stats, RunSummary};
 use serde_json::{json, Value};
 use splitbrain_checkers::bank::{BankChecker, BankOptions};
@@ -97,6 +97,33 @@ fn each_checker_shows_what_it_checked_in_the_table_and_its_section() {
     );
     let summary = RunSummary::new("x".into(), None, vec![r], history_stats(&h), None);
     assert!(crate::summary_table(&summary).contains(&line));
+}
+
+#[test]
+fn a_shrunk_reproduction_is_linked_with_its_sizes_and_command_only_when_there() {
+    let h = register_history();
+    let r = linearizable().check(&h);
+    let summary = RunSummary::new("kv-register".into(), None, vec![r], history_stats(&h), None);
+    let files = ShrunkFiles {
+        schedule: Some(json!({"events_before": 12, "events_after": 1,
+            "time_limit_s_before": 20.0, "time_limit_s_after": 5.0,
+            "replay_rate": {"failed": 4, "runs": 5},
+            "command": "splitbrain test --target kv --nemesis-plan run/shrunk/plan.json"})),
+        history: Some(json!({"operations_before": 400, "operations_after": 3})),
+    };
+    let html = render_html_with_shrunk(&summary, &h, None, Some(&files));
+    for needle in [
+        "id=\"shrunk\"",
+        "href=\"shrunk/plan.json\"",
+        "fault events: 12 → 1",
+        "run length (s): 20.0 → 5.0",
+        "4 of 5 runs",
+        "history operations: 400 → 3",
+        "--nemesis-plan run/shrunk/plan.json",
+    ] {
+        assert!(html.contains(needle), "missing {needle}");
+    }
+    assert!(!render_html(&summary, &h, None).contains("Shrunk reproduction"));
 }
 
 #[test]

@@ -1,0 +1,748 @@
+//! Schedule shrinking: the smallest fault plan and the shortest, lightest run that still
+//! fail the same way, searched by replaying candidates against a live cluster.
+//!
+//! A stored failing run's fault schedule (test.json's `nemesis_schedule`) becomes an
+//! explicit plan ([`PlannedFault`]s, what `--nemesis-plan` reads). A [`Candidate`] is that
+//! plan with the run's time limit, concurrency, keys and rate. The search, in order:
+//!
+//! 1. no faults at all (a bug that fails without them shrinks to an empty plan at once);
+//! 2. the original candidate, to see that the failure reproduces at all;
+//! 3. delta debugging over the plan's events (Zeller and Hildebrandt, TSE 2002): keep one
+//!    chunk alone or drop one, splitting finer until the chunks are single events;
+//! 4. each remaining event shortened: its duration halved while it still fails;
+//! 5. the time limit, the concurrency, the keys in use and the rate, each halved while it
+//!    still fails (events that would start after a shorter time limit are dropped).
+//!
+//! Real clusters are not deterministic: a candidate is replayed up to `replays` times and
+//! kept when at least one replay fails the same way; the final candidate's replay rate is
+//! then measured over `confirm` runs. Every step is bounded by the budget, which also
+//! keeps time for the confirmation runs. The runs themselves go through a [`Replayer`]
+//! (the CLI's replays the run's [`TestSpec`] with the controller), so the search here is
+//! tested with a fake one.
+
+use crate::spec::TestSpec;
+use serde::Serialize;
+use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// One point of the search: a fault plan and the run's size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// The fault events, in start order.
+    pub plan: Vec<PlannedFault>,
+    /// Seconds of the main phase.
+    pub time_limit_s: f64,
+    /// Concurrent client workers.
+    pub concurrency: usize,
+    /// Keys in use at once.
+    pub active_keys: usize,
+    /// Target ops per second over all clients (0 = unlimited).
+    pub rate: f64,
+}
+
+impl Candidate {
+    /// The candidate a stored run was: its plan and its spec's sizes.
+    pub fn of_spec(spec: &TestSpec, plan: Vec<PlannedFault>) -> Candidate {
+        Candidate {
+            plan,
+            time_limit_s: spec.time_limit_s,
+            concurrency: spec.concurrency,
+            active_keys: spec.active_keys,
+            rate: spec.rate,
+        }
+    }
+
+    /// `base` running this candidate, its plan read from `plan_file` (which the caller
+    /// writes with [`Candidate::plan`]). Seed, target, workload and bugs stay the base's.
+    pub fn apply(&self, base: &TestSpec, plan_file: &Path) -> TestSpec {
+        let mut spec = base.clone();
+        spec.nemesis = NemesisSpec::from_plan(self.plan.clone()).faults;
+        spec.nemesis_plan = Some(plan_file.to_path_buf());
+        spec.nemesis_schedule = serde_json::Value::Null;
+        spec.time_limit_s = self.time_limit_s;
+        spec.concurrency = self.concurrency;
+        spec.active_keys = self.active_keys;
+        spec.rate = self.rate;
+        spec
+    }
+
+    /// `2 events, 10 s, 10 clients, 8 keys, 200 ops/s`.
+    pub fn label(&self) -> String {
+        let rate = if self.rate > 0.0 {
+            format!("{} ops/s", trim_float(self.rate))
+        } else {
+            "unlimited rate".to_string()
+        };
+        format!(
+            "{} event{}, {} s, {} client{}, {} key{}, {rate}",
+            self.plan.len(),
+            if self.plan.len() == 1 { "" } else { "s" },
+            trim_float(self.time_limit_s),
+            self.concurrency,
+            if self.concurrency == 1 { "" } else { "s" },
+            self.active_keys,
+            if self.active_keys == 1 { "" } else { "s" },
+        )
+    }
+
+    fn with_plan(&self, plan: Vec<PlannedFault>) -> Candidate {
+        Candidate {
+            plan,
+            ..self.clone()
+        }
+    }
+}
+
+/// `10` for 10.0, `2.5` for 2.5.
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The fault plan a stored run followed: its recorded schedule (test.json's
+/// `nemesis_schedule`), or, for a test.json written before schedules were stored, the
+/// schedule its plan file or seed derives, as the controller derives it. Only events that
+/// start before the time limit: later ones never ran.
+pub fn plan_of_spec(spec: &TestSpec) -> anyhow::Result<Vec<PlannedFault>> {
+    let mut plan: Vec<PlannedFault> = if spec.nemesis_schedule.is_null() {
+        let nemesis = match &spec.nemesis_plan {
+            Some(path) => NemesisSpec::from_plan_file(path)?,
+            None => NemesisSpec::parse(
+                &spec.nemesis.join(","),
+                Duration::from_secs_f64(spec.nemesis_interval_s),
+                spec.seed,
+            )?,
+        };
+        Nemesis::new(nemesis).schedule(spec.nodes, Duration::from_secs_f64(spec.time_limit_s))
+    } else {
+        serde_json::from_value(spec.nemesis_schedule.clone()).map_err(|e| {
+            anyhow::anyhow!("test.json's nemesis_schedule is not a list of planned faults: {e}")
+        })?
+    };
+    let end_ms = (spec.time_limit_s * 1000.0) as u64;
+    plan.retain(|f| f.at_ms < end_ms);
+    plan.sort_by_key(|f| f.at_ms);
+    Ok(plan)
+}
+
+/// What one replay of a candidate did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replay {
+    /// Whether a checker found it invalid in the class being kept.
+    pub same_failure: bool,
+    /// The run's verdict (`valid`, `invalid`, `unknown`) or why it could not run.
+    pub verdict: String,
+    /// The replay's run directory, when it ran.
+    pub run_dir: Option<PathBuf>,
+    /// Client operations in its history.
+    pub ops: usize,
+    /// Wall-clock seconds the replay took (start, run, heal, check).
+    pub seconds: f64,
+}
+
+/// Runs candidates. The CLI's replays a stored run's spec against a live cluster; tests
+/// use a fake.
+pub trait Replayer {
+    /// Runs `candidate` once. An error is a replay that could not run (it does not fail
+    /// the same way); the search goes on.
+    fn replay(&mut self, candidate: &Candidate) -> anyhow::Result<Replay>;
+}
+
+/// How far a schedule shrink may go.
+#[derive(Debug, Clone)]
+pub struct ScheduleBounds {
+    /// Most replays of each candidate (kept at the first that fails the same way).
+    pub replays: usize,
+    /// Replays of the final candidate that measure its replay rate.
+    pub confirm: usize,
+    /// The most time the whole shrink may take, confirmation included.
+    pub budget: Duration,
+    /// A fault is not shortened below this.
+    pub min_event_ms: u64,
+    /// The time limit is not halved below this.
+    pub min_time_limit_s: f64,
+}
+
+impl Default for ScheduleBounds {
+    fn default() -> Self {
+        ScheduleBounds {
+            replays: 3,
+            confirm: 5,
+            budget: Duration::from_secs(1800),
+            min_event_ms: 250,
+            min_time_limit_s: 1.0,
+        }
+    }
+}
+
+/// One step of the search: a candidate tried.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// 1, 2, ...
+    pub step: usize,
+    /// What was tried: `no faults`, `original`, `drop events`, `shorten event`,
+    /// `time limit`, `concurrency`, `keys`, `rate`.
+    pub phase: String,
+    /// The candidate, as [`Candidate::label`] says it.
+    pub candidate: String,
+    /// Replays run.
+    pub replays: usize,
+    /// Whether one failed the same way.
+    pub failed: bool,
+    /// Whether the candidate became the best so far.
+    pub kept: bool,
+}
+
+/// What a schedule shrink found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleShrunk {
+    /// The stored run's candidate.
+    pub before: Candidate,
+    /// The smallest candidate that failed the same way (the original if none smaller
+    /// did, or if the failure never reproduced).
+    pub after: Candidate,
+    /// Whether any replay failed the same way; when not, `after` is not a reproduction.
+    pub reproduced: bool,
+    /// Every candidate tried, in order.
+    pub steps: Vec<Step>,
+    /// Confirmation replays of `after` that failed the same way.
+    pub confirm_failed: usize,
+    /// Confirmation replays run (fewer than asked when the budget ran out).
+    pub confirm_runs: usize,
+    /// What ended the search early, if anything (the budget).
+    pub stopped_by: Option<String>,
+    /// The last replay of `after` that failed the same way: its history is the one to
+    /// shrink further.
+    #[serde(skip)]
+    pub failing_replay: Option<Replay>,
+    /// Seconds the shrink took (replays included).
+    pub seconds: f64,
+}
+
+struct Search<'a, R: Replayer> {
+    replayer: &'a mut R,
+    bounds: &'a ScheduleBounds,
+    progress: &'a mut dyn FnMut(&str),
+    started: Instant,
+    /// Seconds spent in replays, as they report it; the budget counts the larger of
+    /// this and the wall clock.
+    replay_seconds: f64,
+    /// The most a replay took beyond its time limit (start, heal, quiesce, check).
+    overhead_s: f64,
+    steps: Vec<Step>,
+    stopped_by: Option<String>,
+    best: Candidate,
+    failing: Option<Replay>,
+}
+
+impl<R: Replayer> Search<'_, R> {
+    fn spent_s(&self) -> f64 {
+        self.started
+            .elapsed()
+            .as_secs_f64()
+            .max(self.replay_seconds)
+    }
+
+    /// What one replay of `c` is expected to take.
+    fn cost_s(&self, c: &Candidate) -> f64 {
+        c.time_limit_s + self.overhead_s
+    }
+
+    /// Whether the budget allows a replay of `c` and still the confirmation of the best.
+    fn affordable(&mut self, c: &Candidate) -> bool {
+        if self.stopped_by.is_some() {
+            return false;
+        }
+        let reserve = self.bounds.confirm as f64 * self.cost_s(&self.best);
+        let need = self.spent_s() + self.cost_s(c) + reserve;
+        let budget = self.bounds.budget.as_secs_f64();
+        if need > budget {
+            self.stopped_by = Some(format!(
+                "the budget of {} s: {:.0} s spent, the next replay needs about {:.0} s and the {} confirmation runs {:.0} s",
+                trim_float(budget),
+                self.spent_s(),
+                self.cost_s(c),
+                self.bounds.confirm,
+                reserve
+            ));
+            return false;
+        }
+        true
+    }
+
+    fn run_once(&mut self, c: &Candidate) -> Replay {
+        let replay = match self.replayer.replay(c) {
+            Ok(r) => r,
+            Err(e) => Replay {
+                same_failure: false,
+                verdict: format!("could not run: {e:#}"),
+                run_dir: None,
+                ops: 0,
+                seconds: 0.0,
+            },
+        };
+        self.replay_seconds += replay.seconds;
+        self.overhead_s = self.overhead_s.max(replay.seconds - c.time_limit_s);
+        replay
+    }
+
+    /// Replays `c` up to `replays` times; keeps it as the best when one fails the same
+    /// way. False also when the budget allows no replay (nothing is recorded then).
+    fn attempt(&mut self, phase: &str, c: &Candidate) -> bool {
+        let mut runs = 0;
+        let mut failed = false;
+        while runs < self.bounds.replays && !failed {
+            if !self.affordable(c) {
+                break;
+            }
+            runs += 1;
+            let r = self.run_once(c);
+            let line = format!(
+                "[{:>4.0} s] step {} {phase}: {} - replay {runs}/{}: {}{}",
+                self.spent_s(),
+                self.steps.len() + 1,
+                c.label(),
+                self.bounds.replays,
+                r.verdict,
+                if r.same_failure {
+                    " (same failure)"
+                } else {
+                    ""
+                }
+            );
+            (self.progress)(&line);
+            if r.same_failure {
+                failed = true;
+                self.failing = Some(r);
+            }
+        }
+        if runs == 0 {
+            return false;
+        }
+        self.steps.push(Step {
+            step: self.steps.len() + 1,
+            phase: phase.to_string(),
+            candidate: c.label(),
+            replays: runs,
+            failed,
+            kept: failed,
+        });
+        if failed {
+            self.best = c.clone();
+        }
+        failed
+    }
+
+    /// Delta debugging over the best candidate's events.
+    fn drop_events(&mut self) {
+        let mut events = self.best.plan.clone();
+        let mut n = 2;
+        while events.len() >= 2 && self.stopped_by.is_none() {
+            let chunks = split(&events, n);
+            let mut reduced = false;
+            for (i, chunk) in chunks.iter().enumerate() {
+                let c = self.best.with_plan(chunk.clone());
+                if self.attempt("drop events", &c) {
+                    events = chunk.clone();
+                    n = 2;
+                    reduced = true;
+                    break;
+                }
+                // With two chunks, the complement of one is the other, tried next.
+                if n > 2 {
+                    let rest: Vec<PlannedFault> = chunks
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .flat_map(|(_, ch)| ch.iter().cloned())
+                        .collect();
+                    let c = self.best.with_plan(rest.clone());
+                    if self.attempt("drop events", &c) {
+                        events = rest;
+                        n = (n - 1).max(2);
+                        reduced = true;
+                        break;
+                    }
+                }
+            }
+            if !reduced {
+                if n >= events.len() {
+                    break;
+                }
+                n = (n * 2).min(events.len());
+            }
+        }
+    }
+
+    /// Halves each remaining event's duration while it still fails.
+    fn shorten_events(&mut self) {
+        for i in 0..self.best.plan.len() {
+            loop {
+                let half = self.best.plan[i].for_ms / 2;
+                if half < self.bounds.min_event_ms || self.stopped_by.is_some() {
+                    break;
+                }
+                let mut plan = self.best.plan.clone();
+                plan[i].for_ms = half;
+                let c = self.best.with_plan(plan);
+                if !self.attempt("shorten event", &c) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Halves one size of the run while it still fails.
+    fn halve(
+        &mut self,
+        phase: &str,
+        smaller: fn(&Candidate, &ScheduleBounds) -> Option<Candidate>,
+    ) {
+        while let Some(c) = smaller(&self.best, self.bounds) {
+            if !self.attempt(phase, &c) {
+                break;
+            }
+        }
+    }
+
+    fn confirm(&mut self) -> (usize, usize) {
+        let c = self.best.clone();
+        let (mut failed, mut runs) = (0, 0);
+        while runs < self.bounds.confirm {
+            // The reserve kept for confirmation was an estimate: only the hard budget
+            // stops it.
+            if self.spent_s() + self.cost_s(&c) > self.bounds.budget.as_secs_f64() {
+                self.stopped_by
+                    .get_or_insert_with(|| "the budget, during the confirmation runs".to_string());
+                break;
+            }
+            runs += 1;
+            let r = self.run_once(&c);
+            let line = format!(
+                "[{:>4.0} s] confirm {runs}/{}: {}: {}{}",
+                self.spent_s(),
+                self.bounds.confirm,
+                c.label(),
+                r.verdict,
+                if r.same_failure {
+                    " (same failure)"
+                } else {
+                    ""
+                }
+            );
+            (self.progress)(&line);
+            if r.same_failure {
+                failed += 1;
+                self.failing = Some(r);
+            }
+        }
+        (failed, runs)
+    }
+}
+
+/// `items` in `n` contiguous chunks of near-equal size (none empty).
+fn split<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
+    let n = n.clamp(1, items.len().max(1));
+    let mut chunks = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let end = start + (items.len() - start) / (n - i);
+        chunks.push(items[start..end].to_vec());
+        start = end;
+    }
+    chunks.retain(|c| !c.is_empty());
+    chunks
+}
+
+fn shorter_run(c: &Candidate, b: &ScheduleBounds) -> Option<Candidate> {
+    let t = (c.time_limit_s / 2.0).max(b.min_time_limit_s);
+    if t >= c.time_limit_s {
+        return None;
+    }
+    let end_ms = (t * 1000.0) as u64;
+    Some(Candidate {
+        time_limit_s: t,
+        plan: c
+            .plan
+            .iter()
+            .filter(|f| f.at_ms < end_ms)
+            .cloned()
+            .collect(),
+        ..c.clone()
+    })
+}
+
+fn fewer_clients(c: &Candidate, _: &ScheduleBounds) -> Option<Candidate> {
+    (c.concurrency > 1).then(|| Candidate {
+        concurrency: c.concurrency / 2,
+        ..c.clone()
+    })
+}
+
+fn fewer_keys(c: &Candidate, _: &ScheduleBounds) -> Option<Candidate> {
+    (c.active_keys > 1).then(|| Candidate {
+        active_keys: c.active_keys / 2,
+        ..c.clone()
+    })
+}
+
+fn lower_rate(c: &Candidate, _: &ScheduleBounds) -> Option<Candidate> {
+    // 0 is unlimited: there is nothing to halve.
+    (c.rate >= 2.0).then(|| Candidate {
+        rate: (c.rate / 2.0).floor(),
+        ..c.clone()
+    })
+}
+
+/// Searches for the smallest candidate below `original` that still fails the same way
+/// (see the module's documentation), then measures its replay rate. `progress` gets one
+/// line per replay.
+pub fn shrink_schedule<R: Replayer>(
+    original: &Candidate,
+    replayer: &mut R,
+    bounds: &ScheduleBounds,
+    progress: &mut dyn FnMut(&str),
+) -> ScheduleShrunk {
+    let mut s = Search {
+        replayer,
+        bounds,
+        progress,
+        started: Instant::now(),
+        replay_seconds: 0.0,
+        overhead_s: 0.0,
+        steps: Vec::new(),
+        stopped_by: None,
+        best: original.clone(),
+        failing: None,
+    };
+    let no_faults = original.with_plan(Vec::new());
+    let mut reproduced = !original.plan.is_empty() && s.attempt("no faults", &no_faults);
+    if !reproduced {
+        reproduced = s.attempt("original", original);
+        if reproduced {
+            s.drop_events();
+            s.shorten_events();
+        }
+    }
+    if reproduced {
+        s.halve("time limit", shorter_run);
+        s.halve("concurrency", fewer_clients);
+        s.halve("keys", fewer_keys);
+        s.halve("rate", lower_rate);
+    }
+    let (confirm_failed, confirm_runs) = if reproduced { s.confirm() } else { (0, 0) };
+    ScheduleShrunk {
+        before: original.clone(),
+        after: s.best.clone(),
+        reproduced,
+        steps: s.steps,
+        confirm_failed,
+        confirm_runs,
+        stopped_by: s.stopped_by,
+        failing_replay: s.failing,
+        seconds: s.started.elapsed().as_secs_f64().max(s.replay_seconds),
+    }
+}
+
+/// The steps as a table: step, phase, candidate, replays, failed?, kept?.
+pub fn steps_table(steps: &[Step]) -> String {
+    let mut out = format!(
+        "{:>4}  {:<14} {:<52} {:>7}  {:<7} {}\n",
+        "step", "phase", "candidate", "replays", "failed?", "kept?"
+    );
+    for s in steps {
+        out.push_str(&format!(
+            "{:>4}  {:<14} {:<52} {:>7}  {:<7} {}\n",
+            s.step,
+            s.phase,
+            s.candidate,
+            s.replays,
+            if s.failed { "yes" } else { "no" },
+            if s.kept { "yes" } else { "no" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use splitbrain_nemesis::{FaultAction, Target};
+
+    fn kill(at_ms: u64, node: usize) -> PlannedFault {
+        PlannedFault {
+            at_ms,
+            for_ms: 4000,
+            action: FaultAction::Kill {
+                target: Target::Nodes,
+                nodes: vec![splitbrain_nemesis::node_name(node)],
+            },
+        }
+    }
+
+    fn original(events: usize) -> Candidate {
+        Candidate {
+            plan: (0..events).map(|i| kill(500 * i as u64, i % 5)).collect(),
+            time_limit_s: 40.0,
+            concurrency: 10,
+            active_keys: 8,
+            rate: 200.0,
+        }
+    }
+
+    /// A cluster whose bug shows when the faults at the `needed` start times all run,
+    /// each for at least `min_for_ms`, with at least `min_clients` clients; and then only
+    /// in a share `rate` of runs (seeded), as a real cluster's would.
+    struct FakeCluster {
+        needed: Vec<u64>,
+        min_for_ms: u64,
+        min_clients: usize,
+        rate: f64,
+        rng: ChaCha8Rng,
+        runs: usize,
+    }
+
+    impl FakeCluster {
+        fn new(needed: &[u64], rate: f64, seed: u64) -> FakeCluster {
+            FakeCluster {
+                needed: needed.to_vec(),
+                min_for_ms: 1000,
+                min_clients: 2,
+                rate,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                runs: 0,
+            }
+        }
+    }
+
+    impl Replayer for FakeCluster {
+        fn replay(&mut self, c: &Candidate) -> anyhow::Result<Replay> {
+            self.runs += 1;
+            let faults_there = self.needed.iter().all(|at| {
+                c.plan
+                    .iter()
+                    .any(|f| f.at_ms == *at && f.for_ms >= self.min_for_ms)
+            });
+            let lucky = self.rng.gen_bool(self.rate);
+            let fails = faults_there && c.concurrency >= self.min_clients && lucky;
+            Ok(Replay {
+                same_failure: fails,
+                verdict: if fails { "invalid" } else { "valid" }.into(),
+                run_dir: None,
+                ops: c.concurrency * 10,
+                seconds: c.time_limit_s + 5.0,
+            })
+        }
+    }
+
+    fn bounds() -> ScheduleBounds {
+        ScheduleBounds {
+            budget: Duration::from_secs(1_000_000),
+            ..ScheduleBounds::default()
+        }
+    }
+
+    fn starts(c: &Candidate) -> Vec<u64> {
+        c.plan.iter().map(|f| f.at_ms).collect()
+    }
+
+    #[test]
+    fn ddmin_keeps_exactly_the_events_the_failure_needs() {
+        let mut cluster = FakeCluster::new(&[1500, 6000], 1.0, 1);
+        let shrunk = shrink_schedule(&original(20), &mut cluster, &bounds(), &mut |_| {});
+        assert!(shrunk.reproduced);
+        assert_eq!(starts(&shrunk.after), [1500, 6000]);
+        assert_eq!(shrunk.before.plan.len(), 20);
+        // Each needed fault is halved from 4 s while it lasts 1 s or more.
+        assert!(shrunk.after.plan.iter().all(|f| f.for_ms == 1000));
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (5, 5));
+        assert!(shrunk.stopped_by.is_none());
+    }
+
+    #[test]
+    fn a_bug_that_needs_no_fault_shrinks_to_an_empty_plan_in_one_step() {
+        let mut cluster = FakeCluster::new(&[], 1.0, 2);
+        let shrunk = shrink_schedule(&original(12), &mut cluster, &bounds(), &mut |_| {});
+        assert!(shrunk.after.plan.is_empty());
+        assert_eq!(shrunk.steps[0].phase, "no faults");
+        assert!(shrunk.steps[0].kept);
+        assert!(!shrunk.steps.iter().any(|s| s.phase == "drop events"));
+    }
+
+    #[test]
+    fn parameters_are_halved_while_the_run_still_fails() {
+        let mut cluster = FakeCluster::new(&[1500], 1.0, 3);
+        cluster.min_clients = 3;
+        let shrunk = shrink_schedule(&original(6), &mut cluster, &bounds(), &mut |_| {});
+        let after = &shrunk.after;
+        // 40 -> 20 -> 10 -> 5 -> 2.5 s keeps the fault at 1.5 s; 1.25 s would drop it.
+        assert_eq!(after.time_limit_s, 2.5);
+        // 10 -> 5 fails, 5 -> 2 has too few clients.
+        assert_eq!(after.concurrency, 5);
+        assert_eq!(after.active_keys, 1);
+        assert_eq!(after.rate, 1.0);
+        let halvings: Vec<(&str, bool)> = shrunk
+            .steps
+            .iter()
+            .filter(|s| s.phase == "concurrency")
+            .map(|s| (s.phase.as_str(), s.kept))
+            .collect();
+        assert_eq!(halvings, [("concurrency", true), ("concurrency", false)]);
+    }
+
+    #[test]
+    fn a_flaky_failure_is_kept_when_one_of_k_replays_fails() {
+        // The bug shows in 40% of runs: with 3 replays a candidate that can fail is
+        // mostly kept, and the search still ends at the needed events (seeded).
+        let mut cluster = FakeCluster::new(&[3000], 0.4, 7);
+        let b = ScheduleBounds {
+            replays: 12,
+            ..bounds()
+        };
+        let shrunk = shrink_schedule(&original(10), &mut cluster, &b, &mut |_| {});
+        assert_eq!(starts(&shrunk.after), [3000]);
+        assert!(shrunk.steps.iter().all(|s| s.replays <= 12));
+        // A candidate that cannot fail is replayed all 12 times before it is given up.
+        assert!(shrunk.steps.iter().any(|s| !s.failed && s.replays == 12));
+        assert_eq!(shrunk.confirm_runs, 5);
+    }
+
+    #[test]
+    fn a_failure_that_does_not_reproduce_keeps_the_original() {
+        let mut cluster = FakeCluster::new(&[1500], 0.0, 4);
+        let shrunk = shrink_schedule(&original(8), &mut cluster, &bounds(), &mut |_| {});
+        assert!(!shrunk.reproduced);
+        assert_eq!(shrunk.after, shrunk.before);
+        assert_eq!(cluster.runs, 6, "no faults x3, original x3");
+        assert_eq!(shrunk.confirm_runs, 0);
+    }
+
+    #[test]
+    fn the_budget_stops_the_search_and_keeps_time_to_confirm() {
+        let mut cluster = FakeCluster::new(&[1500], 1.0, 5);
+        // A replay of the original costs 45 s (its 40 s and 5 s to start and check);
+        // confirming five takes 225 s: 900 s leave room for a few steps only.
+        let b = ScheduleBounds {
+            budget: Duration::from_secs(900),
+            ..ScheduleBounds::default()
+        };
+        let shrunk = shrink_schedule(&original(20), &mut cluster, &b, &mut |_| {});
+        let why = shrunk.stopped_by.as_deref().unwrap_or("");
+        assert!(why.contains("budget of 900 s"), "{why}");
+        assert!(shrunk.seconds <= 900.0, "{}", shrunk.seconds);
+        assert_eq!(shrunk.confirm_runs, 5);
+        assert!(shrunk.after.plan.len() < 20);
+    }
+
+    #[test]
+    fn split_makes_n_contiguous_nonempty_chunks() {
+        let items: Vec<u32> = (0..7).collect();
+        assert_eq!(split(&items, 2), vec![vec![0, 1, 2], vec![3, 4, 5, 6]]);
+        assert_eq!(split(&items, 7).len(), 7);
+        assert_eq!(split(&items, 9).len(), 7);
+        assert_eq!(split(&items, 3).concat(), items);
+    }
+}
