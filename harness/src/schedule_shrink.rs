@@ -578,7 +578,7 @@ mod tests {
             for_ms: 4000,
             action: FaultAction::Kill {
                 target: Target::Nodes,
-                nodes: vec![splitbrain_nemesis::node_name(node)],
+                nodes: vec![splitbrain_nemesis::NodeNames::FROM_ONE.name(node)],
             },
         }
     }
