@@ -215,14 +215,7 @@ fn write_node_files(
 /// Opens a run: the nemesis spec (plan file or `--nemesis`), the test spec with the fault
 /// schedule it will follow, and its run directory with `test.json` written.
 pub(crate) fn open_run(spec: &TestSpec) -> anyhow::Result<(NemesisSpec, TestSpec, RunDir)> {
-    let nemesis_spec = match &spec.nemesis_plan {
-        Some(path) => NemesisSpec::from_plan_file(path)?,
-        None => NemesisSpec::parse(
-            &spec.nemesis.join(","),
-            Duration::from_secs_f64(spec.nemesis_interval_s),
-            spec.seed,
-        )?,
-    };
+    let nemesis_spec = spec.nemesis_spec()?;
     let time_limit = Duration::from_secs_f64(spec.time_limit_s);
     let mut spec = spec.clone();
     let nemesis = Nemesis::new(nemesis_spec.clone()).with_node_names(spec.node_names());

@@ -106,15 +106,9 @@ fn trim_float(x: f64) -> String {
 /// start before the time limit: later ones never ran.
 pub fn plan_of_spec(spec: &TestSpec) -> anyhow::Result<Vec<PlannedFault>> {
     let mut plan: Vec<PlannedFault> = if spec.nemesis_schedule.is_null() {
-        let nemesis = match &spec.nemesis_plan {
-            Some(path) => NemesisSpec::from_plan_file(path)?,
-            None => NemesisSpec::parse(
-                &spec.nemesis.join(","),
-                Duration::from_secs_f64(spec.nemesis_interval_s),
-                spec.seed,
-            )?,
-        };
-        Nemesis::new(nemesis).schedule(spec.nodes, Duration::from_secs_f64(spec.time_limit_s))
+        Nemesis::new(spec.nemesis_spec()?)
+            .with_node_names(spec.node_names())
+            .schedule(spec.nodes, Duration::from_secs_f64(spec.time_limit_s))
     } else {
         serde_json::from_value(spec.nemesis_schedule.clone()).map_err(|e| {
             anyhow::anyhow!("test.json's nemesis_schedule is not a list of planned faults: {e}")
@@ -139,6 +133,17 @@ pub struct Replay {
     pub ops: usize,
     /// Wall-clock seconds the replay took (start, run, heal, check).
     pub seconds: f64,
+}
+
+impl Replay {
+    /// The verdict as the progress line shows it, marked when it is the failure kept.
+    fn outcome(&self) -> String {
+        if self.same_failure {
+            format!("{} (same failure)", self.verdict)
+        } else {
+            self.verdict.clone()
+        }
+    }
 }
 
 /// Runs candidates. The CLI's replays a stored run's spec against a live cluster; tests
@@ -299,17 +304,12 @@ impl<R: Replayer> Search<'_, R> {
             runs += 1;
             let r = self.run_once(c);
             let line = format!(
-                "[{:>4.0} s] step {} {phase}: {} - replay {runs}/{}: {}{}",
+                "[{:>4.0} s] step {} {phase}: {} - replay {runs}/{}: {}",
                 self.spent_s(),
                 self.steps.len() + 1,
                 c.label(),
                 self.bounds.replays,
-                r.verdict,
-                if r.same_failure {
-                    " (same failure)"
-                } else {
-                    ""
-                }
+                r.outcome()
             );
             (self.progress)(&line);
             if r.same_failure {
@@ -420,16 +420,11 @@ impl<R: Replayer> Search<'_, R> {
             runs += 1;
             let r = self.run_once(&c);
             let line = format!(
-                "[{:>4.0} s] confirm {runs}/{}: {}: {}{}",
+                "[{:>4.0} s] confirm {runs}/{}: {}: {}",
                 self.spent_s(),
                 self.bounds.confirm,
                 c.label(),
-                r.verdict,
-                if r.same_failure {
-                    " (same failure)"
-                } else {
-                    ""
-                }
+                r.outcome()
             );
             (self.progress)(&line);
             if r.same_failure {

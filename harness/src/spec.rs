@@ -112,6 +112,21 @@ pub struct TestSpec {
 }
 
 impl TestSpec {
+    /// The faults the run asks for: its `--nemesis-plan` file, or else `--nemesis` at its
+    /// interval, scheduled from its seed.
+    pub fn nemesis_spec(
+        &self,
+    ) -> Result<splitbrain_nemesis::NemesisSpec, splitbrain_nemesis::NemesisError> {
+        match &self.nemesis_plan {
+            Some(path) => splitbrain_nemesis::NemesisSpec::from_plan_file(path),
+            None => splitbrain_nemesis::NemesisSpec::parse(
+                &self.nemesis.join(","),
+                std::time::Duration::from_secs_f64(self.nemesis_interval_s),
+                self.seed,
+            ),
+        }
+    }
+
     /// How the run names its nodes, the one answer every part of a run asks (node
     /// directories, the nodes' own ids, the history's `node`, the nemesis's schedule and
     /// events, plan files): `n0`..`n(N-1)` for `--target maelstrom`, as Maelstrom names
