@@ -6,7 +6,7 @@
 //! A history op is matched to its log line by worker slot and sequence: the n-th op a
 //! client process `p` of slot `p mod concurrency` invoked is the log's line (slot, n).
 
-use super::statement_log::FILE_NAME;
+use crate::target::sql::STATEMENT_LOG_FILE as FILE_NAME;
 use serde_json::{json, Value};
 use splitbrain_checkers::{CheckResult, History, OpType, Process};
 use std::collections::HashMap;
@@ -491,7 +491,7 @@ mod tests {
             sts.push(json!({"sent_us": at, "done_us": at + 1, "sql": sql, "params": params, "result": result}));
         }
         let end = t0 + 100;
-        sts.push(json!({"sent_us": end, "done_us": end + 1, "sql": super::super::statement_log::PRE_COMMIT, "params": [], "result": {"rows": [[xid, "serializable"]]}}));
+        sts.push(json!({"sent_us": end, "done_us": end + 1, "sql": super::super::session::PRE_COMMIT, "params": [], "result": {"rows": [[xid, "serializable"]]}}));
         sts.push(json!({"sent_us": end + 2, "done_us": end + 3, "sql": "COMMIT", "params": [], "result": "ok"}));
         json!({"outcome": "ok", "isolation": "serializable", "xid": xid,
                "xact_status": xid.map(|_| "committed"), "statements": sts})
