@@ -189,6 +189,7 @@ impl MariaDbSession {
 
 impl SqlSession for MariaDbSession {
     fn begin<'a>(&'a mut self, trace: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>> {
+        trace.set("database", serde_json::json!("mariadb"));
         Box::pin(self.simple("START TRANSACTION", trace))
     }
 

@@ -13,12 +13,12 @@ mod replication;
 mod server;
 mod session;
 
-use super::sql::{AppendMode, SqlClient, StatementLog, Table};
+use super::sql::{AppendMode, RunStatementLog, SqlClient, Table};
 use super::{BoxFuture, BugInfo, Client, ClockSource, Target, TargetOptions};
 use crate::cluster::{NodeLayout, RunAs};
 use session::{connect, PgServer};
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER};
@@ -28,9 +28,8 @@ pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER
 #[derive(Default)]
 pub struct PostgresTarget {
     settings: Settings,
-    /// The run's statement log, opened when the primary's arguments are made (the first
-    /// moment the target learns the run directory), shared by every client.
-    log: OnceLock<Option<Arc<StatementLog>>>,
+    /// The run's statement log, opened when the primary's arguments are made.
+    log: RunStatementLog,
 }
 
 /// What `--setting NAME=VALUE` set: names under `splitbrain.` are the clients' own (a
@@ -152,7 +151,7 @@ impl Target for PostgresTarget {
         Some(Settings::parse(settings).map(|settings| {
             Arc::new(PostgresTarget {
                 settings,
-                log: OnceLock::new(),
+                log: RunStatementLog::default(),
             }) as Arc<dyn Target>
         }))
     }
@@ -168,18 +167,7 @@ impl Target for PostgresTarget {
     ) -> Vec<String> {
         let work = WorkDir::for_node(data_dir);
         if i == 0 && self.settings.statement_log {
-            // The node's data directory is `<run>/nodes/n1/data`.
-            let run = data_dir.ancestors().nth(3);
-            self.log.get_or_init(|| {
-                let log = run.map(StatementLog::create)?;
-                match log {
-                    Ok(l) => Some(Arc::new(l)),
-                    Err(e) => {
-                        eprintln!("splitbrain: no statement log: {e}");
-                        None
-                    }
-                }
-            });
+            self.log.open_above(data_dir);
         }
         let mut args = vec![
             "-D".to_string(),
@@ -299,7 +287,7 @@ impl Target for PostgresTarget {
 
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         let mode = opts.read_mode.as_deref();
-        let log = self.log.get().cloned().flatten();
+        let log = self.log.get();
         let server = |i: usize, begin| PgServer {
             addr: addrs
                 .get(i)

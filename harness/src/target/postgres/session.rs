@@ -275,6 +275,7 @@ impl PgSession {
 impl SqlSession for PgSession {
     fn begin<'a>(&'a mut self, trace: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>> {
         Box::pin(async move {
+            trace.set("database", json!("postgresql"));
             trace.set("pid", json!(self.pid));
             self.xid = None;
             let begin = self.begin;

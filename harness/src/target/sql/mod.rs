@@ -24,5 +24,5 @@ pub use server::{chown_tree, lookup_user, open_log, run_logged, short_work_dir};
 pub use session::{
     answer_result, error_result, perform, simple_result, ErrorKind, SqlError, SqlServer, SqlSession,
 };
-pub use statement_log::{StatementLog, TxnTrace, FILE_NAME as STATEMENT_LOG_FILE};
+pub use statement_log::{RunStatementLog, StatementLog, TxnTrace, FILE_NAME as STATEMENT_LOG_FILE};
 pub use steps::{only_reads, recorded_value, steps, Answer, AppendMode, Cell, Step, Stmt, Table};

@@ -16,13 +16,14 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// The file name in the run directory.
 pub const FILE_NAME: &str = "statements.jsonl";
 
 /// The log of one run, shared by every client.
+#[derive(Debug)]
 pub struct StatementLog {
     file: Mutex<std::fs::File>,
     start: Instant,
@@ -75,6 +76,34 @@ impl StatementLog {
         // A log that cannot be written loses evidence, not correctness: the history is
         // what is checked.
         let _ = f.write_all(text.as_bytes());
+    }
+}
+
+/// A target's statement log for the run: opened once, when the first node's arguments
+/// are made (the first moment a target learns the run directory: the node's data
+/// directory is `<run>/nodes/n1/data`), then shared by every client.
+#[derive(Debug, Default, Clone)]
+pub struct RunStatementLog(OnceLock<Option<Arc<StatementLog>>>);
+
+impl RunStatementLog {
+    /// Opens the log in the run directory above node data directory `data_dir`, once.
+    /// A log that cannot be opened loses evidence, not the run: it says so and goes on.
+    pub fn open_above(&self, data_dir: &Path) {
+        self.0.get_or_init(|| {
+            let run = data_dir.ancestors().nth(3)?;
+            match StatementLog::create(run) {
+                Ok(l) => Some(Arc::new(l)),
+                Err(e) => {
+                    eprintln!("splitbrain: no statement log: {e}");
+                    None
+                }
+            }
+        });
+    }
+
+    /// The log, once opened.
+    pub fn get(&self) -> Option<Arc<StatementLog>> {
+        self.0.get().cloned().flatten()
     }
 }
 
