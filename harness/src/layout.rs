@@ -70,7 +70,7 @@ impl NetworkLayout {
                     )
                 })
                 .collect();
-            let peers: Vec<SocketAddr> = layouts.iter().map(|l| l.peer_addr).collect();
+            let peers: Vec<SocketAddr> = layouts.iter().map(|l| peer_target(target, l)).collect();
             return Ok(NetworkLayout {
                 client_addrs: layouts.iter().map(|l| l.client_addr).collect(),
                 dial: vec![peers; spec.nodes],
@@ -91,7 +91,8 @@ impl NetworkLayout {
                 )
             })
             .collect();
-        let peer_targets: Vec<SocketAddr> = layouts.iter().map(|l| l.peer_addr).collect();
+        let peer_targets: Vec<SocketAddr> =
+            layouts.iter().map(|l| peer_target(target, l)).collect();
         let faults_wanted = !nemesis_spec.faults.is_empty();
         // Client ports get proxies only when a client-link fault may need them.
         let direct_clients: Vec<SocketAddr> = layouts.iter().map(|l| l.client_addr).collect();
@@ -123,5 +124,14 @@ impl NetworkLayout {
             namespaces: None,
             dial,
         })
+    }
+}
+
+/// Where node `l`'s peers reach it: its peer port, or its client port for systems whose
+/// nodes dial each other there ([`Target::peers_dial_the_client_port`]).
+fn peer_target(target: &dyn Target, l: &NodeLayout) -> SocketAddr {
+    match target.peers_dial_the_client_port() {
+        true => l.client_addr,
+        false => l.peer_addr,
     }
 }

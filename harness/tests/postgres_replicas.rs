@@ -242,3 +242,68 @@ fn replica_flags_without_a_replica_or_on_other_targets_are_usage_errors() {
         assert!(stderr.contains(says), "{target} {args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_partitioned_sync_standby_stalls_the_primarys_commits_until_healed() {
+    if let Some(why) = support::postgres_unavailable() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    // The standby streams through the proxy mesh, so cutting n2 off cuts replication:
+    // with `--replication sync` no write commits while n2 is away, and they go on after.
+    let plan = support::plan_file(
+        r#"[{"at_ms":1500,"for_ms":3000,"f":"partition","shape":"isolate","groups":[["n1"],["n2"]]}]"#,
+    );
+    let plan_path = plan.path().display().to_string();
+    let (code, results, store) = run_pair(&[
+        "--workload",
+        "register",
+        "--replication",
+        "sync",
+        "--nemesis-plan",
+        &plan_path,
+        "--rate",
+        "0",
+        "--time-limit",
+        "7",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{results:#}");
+    assert_eq!(support::checker(&results, "linearizable")["valid"], true);
+    let ops = support::history(store.path());
+    let nemesis_time = |f: &str| {
+        ops.iter()
+            .find(|op| op["process"] == "nemesis" && op["f"] == f)
+            .and_then(|op| op["time"].as_u64())
+            .unwrap_or_else(|| panic!("no {f} in the history"))
+    };
+    let (cut, healed) = (
+        nemesis_time("start-partition"),
+        nemesis_time("stop-partition"),
+    );
+    let ok_writes: Vec<u64> = ops
+        .iter()
+        .filter(|op| op["type"] == "ok" && op["f"] != "read")
+        .filter_map(|op| op["time"].as_u64())
+        .collect();
+    // A commit already acknowledged by n2 when the cut came may still land just after it.
+    let grace = 300_000_000;
+    let during: Vec<&u64> = ok_writes
+        .iter()
+        .filter(|t| **t > cut + grace && **t < healed)
+        .collect();
+    assert!(
+        during.is_empty(),
+        "{} writes committed while the sync standby was cut off",
+        during.len()
+    );
+    assert!(
+        ok_writes.iter().any(|t| *t < cut),
+        "no write before the cut"
+    );
+    assert!(
+        ok_writes.iter().any(|t| *t > healed),
+        "no write committed after the partition healed"
+    );
+}

@@ -211,6 +211,12 @@ pub trait Target: Send + Sync {
     ) -> Option<Result<std::sync::Arc<dyn Target>, String>> {
         None
     }
+    /// True when the system's nodes reach each other at their client port (PostgreSQL's
+    /// standbys stream from the primary's one port): the proxy mesh's peer links then
+    /// forward to the client ports, and [`Target::node_args`]'s `peer_addrs` lead there.
+    fn peers_dial_the_client_port(&self) -> bool {
+        false
+    }
     /// Why fault `fault` cannot reach this target's nodes as they are laid out here (so
     /// a run would record a fault that changed nothing), or None.
     fn refuses_fault(&self, _fault: &str) -> Option<String> {

@@ -195,7 +195,16 @@ impl Target for PostgresTarget {
         .into_iter()
         .chain(replication::settings(nodes, replication))
         .chain(self.settings.server.iter().map(|(n, v)| format!("{n}={v}")))
-        {
+        // A standby streams from where it dials the primary: the mesh's proxy for its
+        // link when the run has faults, so partitions and slow links reach replication.
+        // (A setting on the command line overrides the one `pg_basebackup -R` wrote.)
+        .chain((i > 0).then(|| {
+            let primary = peer_addrs.first().copied().unwrap_or(client_addr);
+            format!(
+                "primary_conninfo={}",
+                server::standby_conninfo(primary, &replication::node_name(i))
+            )
+        })) {
             args.push("-c".into());
             args.push(setting);
         }
@@ -272,6 +281,11 @@ impl Target for PostgresTarget {
                 server::prepare_standby(layout, primary.client_addr, user.as_ref()).await
             }
         })
+    }
+
+    fn peers_dial_the_client_port(&self) -> bool {
+        // Replication connections go to the primary's client port.
+        true
     }
 
     fn signal_process_tree(&self) -> bool {
