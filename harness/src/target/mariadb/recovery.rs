@@ -374,14 +374,7 @@ async fn reset_quorum(
             layouts[i].name
         )
     } else if best_answered {
-        let mut conn = connection::connect_admin(layouts[best].client_addr, PROBE).await?;
-        tokio::time::timeout(
-            PROBE * 4,
-            conn.query_drop("SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'"),
-        )
-        .await
-        .map_err(|_| format!("resetting the quorum on {}: timeout", layouts[best].name))?
-        .map_err(|e| format!("resetting the quorum on {}: {e}", layouts[best].name))?;
+        bootstrap_primary(best, layouts).await?;
         set_restart_options(&layouts[i], false, at)?;
         format!(
             "splitbrain: no running node was primary nor would be by itself (seen {waited:.1} s into the restart: {seen}); the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
@@ -402,6 +395,49 @@ async fn reset_quorum(
         note(layout, &text);
     }
     Ok(Some(vec![i]))
+}
+
+/// How many times the quorum reset is tried on one node before the restart gives up.
+const BOOTSTRAP_TRIES: u32 = 8;
+
+/// `SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'` on node `best`, tried again
+/// (a second apart, up to [`BOOTSTRAP_TRIES`]) while Galera refuses it: it answers 1210
+/// ("Incorrect arguments to SET") while the node's view is still changing, e.g. with a
+/// restarted member joining it. Done once the node reports a primary component.
+async fn bootstrap_primary(best: usize, layouts: &[NodeLayout]) -> Result<(), String> {
+    let layout = &layouts[best];
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let attempt = async {
+            let mut conn = connection::connect_admin(layout.client_addr, PROBE).await?;
+            tokio::time::timeout(
+                PROBE * 4,
+                conn.query_drop("SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'"),
+            )
+            .await
+            .map_err(|_| "timeout".to_string())?
+            .map_err(|e| e.to_string())
+        };
+        let error = match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(e) => format!("resetting the quorum on {}: {e}", layout.name),
+        };
+        if cluster_state(best, layout.client_addr)
+            .await
+            .is_some_and(|s| s.primary)
+        {
+            return Ok(());
+        }
+        if tries >= BOOTSTRAP_TRIES {
+            return Err(format!("{error} ({tries} tries)"));
+        }
+        let text = format!("splitbrain: {error}; trying again in 1 s\n");
+        for layout in layouts {
+            note(layout, &text);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// The running nodes' states for a node log: `n3 non-primary in a view of 2 at seqno
