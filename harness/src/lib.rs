@@ -25,6 +25,7 @@ mod layout;
 pub mod live;
 pub mod maelstrom;
 pub mod mesh;
+pub mod node_layout;
 pub mod online;
 pub mod programs;
 pub mod progress;

@@ -41,7 +41,7 @@ pub struct TestSpec {
     pub steps: Option<u64>,
     /// `--target maelstrom`: the node program and the simulated network's settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maelstrom: Option<crate::maelstrom::MaelstromSpec>,
+    pub maelstrom: Option<MaelstromSpec>,
     /// Per-op client timeout in milliseconds; a timed-out op is `info`.
     pub op_timeout_ms: u64,
     /// The seed of every random choice.
@@ -162,6 +162,46 @@ impl crate::target::TargetOptions {
             read_from: spec.read_from.clone(),
             replication: spec.replication.clone(),
             transport: spec.transport.clone(),
+        }
+    }
+}
+
+/// The Maelstrom part of a test, stored in `test.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MaelstromSpec {
+    /// The node program (`--bin`).
+    pub bin: PathBuf,
+    /// Its arguments (`--bin-arg`, repeatable).
+    #[serde(default)]
+    pub bin_args: Vec<String>,
+    /// Mean one-way message latency in ms (`--latency`).
+    pub latency_ms: f64,
+    /// Its distribution (`--latency-dist`).
+    pub latency_dist: LatencyDist,
+    /// The broadcast topology (`--topology`).
+    pub topology: String,
+}
+
+/// How the base one-way latency of every message is drawn (Maelstrom's `--latency-dist`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyDist {
+    /// Always the mean.
+    Constant,
+    /// Uniform between 0 and twice the mean.
+    Uniform,
+    /// Exponential with the mean.
+    Exponential,
+}
+
+impl LatencyDist {
+    /// Parses `constant`, `uniform` or `exponential`.
+    pub fn parse(s: &str) -> Option<LatencyDist> {
+        match s {
+            "constant" => Some(LatencyDist::Constant),
+            "uniform" => Some(LatencyDist::Uniform),
+            "exponential" => Some(LatencyDist::Exponential),
+            _ => None,
         }
     }
 }

@@ -21,33 +21,7 @@ use std::path::{Path, PathBuf};
 /// Edges that close a circle not yet untangled (issue 34), as (from, to), files relative
 /// to `harness/src`, each with why it exists. Remove an entry when its edge goes; add one
 /// only with the reason the circle cannot be broken now.
-const KNOWN_BACK_EDGES: &[(&str, &str, &str)] = &[
-    (
-        "spec.rs",
-        "maelstrom/mod.rs",
-        "TestSpec holds a MaelstromSpec defined by the Maelstrom runner, which in turn \
-         enters the controller through its internals (open_run, drive, finish_run); \
-         issue 34's second circle: the spec should own the type and the controller offer \
-         one public run(TestSpec)",
-    ),
-    (
-        "target/mod.rs",
-        "cluster.rs",
-        "the Target trait's hooks take the cluster's NodeLayout and RunAs while cluster.rs \
-         starts a Target's nodes; the layout types belong in a leaf of their own",
-    ),
-    (
-        "maelstrom/kafka.rs",
-        "maelstrom/workloads.rs",
-        "the kafka consumer answers with workloads.rs's Reply, which dispatches to kafka",
-    ),
-    (
-        "remote/leash.rs",
-        "remote/cluster.rs",
-        "the leash script reads the remote cluster's START_TIME_FN, and the cluster holds \
-         the leashes",
-    ),
-];
+const KNOWN_BACK_EDGES: &[(&str, &str, &str)] = &[];
 
 /// One source file: its crate (`lib` or `bin`), its module path, and its text.
 struct SourceFile {

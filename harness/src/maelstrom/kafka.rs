@@ -18,7 +18,7 @@
 //! Final reads are polls marked `"final": true`, from offset 0 of every key, repeated
 //! until every key returns nothing new: the whole log as one node serves it.
 
-use super::workloads::Reply;
+use super::protocol::Reply;
 use crate::target::Invocation;
 use crate::workload::OpGenerator;
 use rand::Rng;

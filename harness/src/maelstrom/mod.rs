@@ -44,9 +44,8 @@ use crate::recorder::HistoryRecorder;
 use crate::spec::TestSpec;
 use crate::target::Client;
 use anyhow::Context;
-use net::{LatencyDist, MaelstromNet, NetOptions};
+use net::{MaelstromNet, NetOptions};
 use nodes::{MaelstromNodes, NodeFiles};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use splitbrain_nemesis::{Nemesis, NetworkFaults};
 use std::collections::BTreeMap;
@@ -56,21 +55,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use workloads::MaelstromWorkload;
 
-/// The Maelstrom part of a test, stored in `test.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MaelstromSpec {
-    /// The node program (`--bin`).
-    pub bin: PathBuf,
-    /// Its arguments (`--bin-arg`, repeatable).
-    #[serde(default)]
-    pub bin_args: Vec<String>,
-    /// Mean one-way message latency in ms (`--latency`).
-    pub latency_ms: f64,
-    /// Its distribution (`--latency-dist`).
-    pub latency_dist: LatencyDist,
-    /// The broadcast topology (`--topology`).
-    pub topology: String,
-}
+pub use crate::spec::MaelstromSpec;
 
 /// The topologies `--topology` accepts (Maelstrom's).
 pub const TOPOLOGIES: &[&str] = &["grid", "line", "total", "tree2", "tree3", "tree4"];

@@ -22,29 +22,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-/// How the base one-way latency of every message is drawn (Maelstrom's `--latency-dist`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LatencyDist {
-    /// Always the mean.
-    Constant,
-    /// Uniform between 0 and twice the mean.
-    Uniform,
-    /// Exponential with the mean.
-    Exponential,
-}
-
-impl LatencyDist {
-    /// Parses `constant`, `uniform` or `exponential`.
-    pub fn parse(s: &str) -> Option<LatencyDist> {
-        match s {
-            "constant" => Some(LatencyDist::Constant),
-            "uniform" => Some(LatencyDist::Uniform),
-            "exponential" => Some(LatencyDist::Exponential),
-            _ => None,
-        }
-    }
-}
+pub use crate::spec::LatencyDist;
 
 /// The network's settings.
 #[derive(Debug, Clone, Copy)]

@@ -121,6 +121,24 @@ pub fn error_body(in_reply_to: Option<u64>, code: i64, text: &str) -> Map<String
     b
 }
 
+/// What a reply made of an op.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `ok` with this value.
+    Ok(Value),
+    /// A Maelstrom error: definite (`fail`) or not (`info`).
+    Error {
+        /// The error code.
+        code: i64,
+        /// Whether the op definitely did not happen.
+        definite: bool,
+        /// `{code, name, text}` for the history.
+        error: Value,
+    },
+    /// The reply broke the workload's schema: a protocol violation.
+    Malformed(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

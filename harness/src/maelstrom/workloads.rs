@@ -65,23 +65,7 @@ pub const WORKLOADS: &[(&str, MaelstromWorkload)] = &[
     ("kafka", MaelstromWorkload::Kafka),
 ];
 
-/// What a reply made of an op.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    /// `ok` with this value.
-    Ok(Value),
-    /// A Maelstrom error: definite (`fail`) or not (`info`).
-    Error {
-        /// The error code.
-        code: i64,
-        /// Whether the op definitely did not happen.
-        definite: bool,
-        /// `{code, name, text}` for the history.
-        error: Value,
-    },
-    /// The reply broke the workload's schema: a protocol violation.
-    Malformed(String),
-}
+pub use super::protocol::Reply;
 
 impl MaelstromWorkload {
     /// Looks a workload up by its `--workload` name.

@@ -8,7 +8,7 @@
 //! never touched.
 
 use super::firewall::HostFirewall;
-use super::leash::{self, LeashSpec};
+use super::leash::{self, LeashSpec, START_TIME_FN};
 use super::session::{quote, HeldCommand, HostSession};
 use super::RemoteError;
 use crate::target::{ClockSource, Target};
@@ -46,11 +46,6 @@ struct RemoteNode {
     /// an interpreter found through a shim).
     pid: Option<(u32, u64)>,
 }
-
-/// A shell function printing the start time of process `$1` (field 22 of its stat file;
-/// the fields are counted after the parenthesised name, which may hold spaces).
-pub(crate) const START_TIME_FN: &str =
-    "st() { sed 's/^.*) //' \"/proc/$1/stat\" 2>/dev/null | cut -d' ' -f20; }";
 
 /// Everything the run made on one host, to remove at the end.
 struct HostFiles {

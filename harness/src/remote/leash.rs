@@ -1,6 +1,6 @@
 //! The clean-up that outlives the harness on each host.
 //!
-//! Node `i`'s pid file is `<run_dir>/n<i>/node.pid` ([`super::cluster::node_dir`]).
+//! Node `i`'s pid file is `<run_dir>/n<i>/node.pid` (`node_dir` of the remote cluster).
 //!
 //! Teardown normally kills the nodes, deletes the nftables table and removes the run's
 //! files itself. A harness killed with SIGKILL runs no teardown, and a node started with
@@ -13,6 +13,11 @@
 use super::session::{quote, HeldCommand, HostSession};
 use super::RemoteError;
 use std::sync::Arc;
+
+/// A shell function printing the start time of process `$1` (field 22 of its stat file;
+/// the fields are counted after the parenthesised name, which may hold spaces).
+pub(crate) const START_TIME_FN: &str =
+    "st() { sed 's/^.*) //' \"/proc/$1/stat\" 2>/dev/null | cut -d' ' -f20; }";
 
 /// What the leash removes on one host.
 pub struct LeashSpec<'a> {
@@ -34,7 +39,7 @@ pub fn script(spec: &LeashSpec<'_>) -> String {
          for f in \"$r\"/n*/node.pid; do\n  [ -f \"$f\" ] || continue\n  read -r p t < \"$f\"\n  \
          if [ -n \"$p\" ] && [ -n \"$t\" ] && [ \"$(st \"$p\")\" = \"$t\" ]; then kill -9 \"$p\"; fi\n\
          done\n",
-        st = super::cluster::START_TIME_FN,
+        st = START_TIME_FN,
         run = quote(spec.run_dir),
     ));
     if let Some(nft) = spec.nft {

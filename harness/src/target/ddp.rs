@@ -148,7 +148,7 @@ impl Target for DdpTarget {
     fn accepted_flags(&self) -> Vec<&str> {
         vec!["transport"]
     }
-    fn cleanup_node(&self, _i: usize, layout: &crate::cluster::NodeLayout) {
+    fn cleanup_node(&self, _i: usize, layout: &crate::node_layout::NodeLayout) {
         // The links live in memory outside the run directory; gone with the last node.
         if let Some(dir) = shm_dir(&layout.data_dir) {
             let _ = std::fs::remove_dir_all(dir);

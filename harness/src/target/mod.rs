@@ -227,7 +227,7 @@ pub trait Target: Send + Sync {
     fn node_files(
         &self,
         _i: usize,
-        _layouts: &[crate::cluster::NodeLayout],
+        _layouts: &[crate::node_layout::NodeLayout],
         _opts: &TargetOptions,
     ) -> Vec<(std::path::PathBuf, String)> {
         Vec::new()
@@ -236,7 +236,7 @@ pub trait Target: Send + Sync {
     fn sidecar(
         &self,
         _i: usize,
-        _layouts: &[crate::cluster::NodeLayout],
+        _layouts: &[crate::node_layout::NodeLayout],
         _opts: &TargetOptions,
     ) -> Option<Sidecar> {
         None
@@ -298,7 +298,7 @@ pub trait Target: Send + Sync {
     }
     /// The OS account to run its node processes as, when not the harness's own (a server
     /// that refuses root, started by a harness that is root). None by default.
-    fn run_as(&self) -> Result<Option<crate::cluster::RunAs>, String> {
+    fn run_as(&self) -> Result<Option<crate::node_layout::RunAs>, String> {
         Ok(None)
     }
     /// One-time preparation of node `i` (`layouts[i]`) before its first start
@@ -307,7 +307,7 @@ pub trait Target: Send + Sync {
     fn prepare_node<'a>(
         &'a self,
         _i: usize,
-        _layouts: &'a [crate::cluster::NodeLayout],
+        _layouts: &'a [crate::node_layout::NodeLayout],
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
@@ -320,7 +320,7 @@ pub trait Target: Send + Sync {
     fn before_restart<'a>(
         &'a self,
         i: usize,
-        _layouts: &'a [crate::cluster::NodeLayout],
+        _layouts: &'a [crate::node_layout::NodeLayout],
         _running: &'a [bool],
     ) -> BoxFuture<'a, Result<Vec<usize>, String>> {
         Box::pin(async move { Ok(vec![i]) })
@@ -332,7 +332,7 @@ pub trait Target: Send + Sync {
     }
     /// Removes what [`Target::prepare_node`] made outside the run directory, once the
     /// node's processes are gone (teardown; may run twice). Nothing by default.
-    fn cleanup_node(&self, _i: usize, _layout: &crate::cluster::NodeLayout) {}
+    fn cleanup_node(&self, _i: usize, _layout: &crate::node_layout::NodeLayout) {}
     /// A client for one process; `home` is the node it prefers.
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client>;
     /// A client that only ever talks to node `replica`, for per-replica final reads

@@ -29,7 +29,7 @@ use super::{
     poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Target,
     TargetOptions,
 };
-use crate::cluster::NodeLayout;
+use crate::node_layout::NodeLayout;
 use crate::target::sql::{RunStatementLog, SqlClient, Table};
 use connection::{connect, status, MariaDbServer};
 use mysql_async::prelude::Queryable;

@@ -12,7 +12,7 @@
 use super::config;
 use super::connection;
 use super::server::{self, WorkDir};
-use crate::cluster::{NodeLayout, RunAs};
+use crate::node_layout::{NodeLayout, RunAs};
 use crate::target::sql;
 use mysql_async::prelude::Queryable;
 use std::time::Duration;

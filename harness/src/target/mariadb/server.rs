@@ -6,7 +6,7 @@
 
 use super::config::{self, GaleraAddrs, NodeConfig};
 use super::connection;
-use crate::cluster::{NodeLayout, RunAs};
+use crate::node_layout::{NodeLayout, RunAs};
 use crate::target::sql;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;

@@ -15,7 +15,7 @@ mod session;
 
 use super::sql::{AppendMode, RunStatementLog, SqlClient, Table};
 use super::{BoxFuture, BugInfo, Client, ClockSource, Target, TargetOptions};
-use crate::cluster::{NodeLayout, RunAs};
+use crate::node_layout::{NodeLayout, RunAs};
 use session::{connect, PgServer};
 use std::net::SocketAddr;
 use std::sync::Arc;

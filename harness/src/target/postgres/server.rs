@@ -5,7 +5,7 @@
 //! postmaster).
 
 use super::session::{connect, SUPERUSER};
-use crate::cluster::{NodeLayout, RunAs};
+use crate::node_layout::{NodeLayout, RunAs};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;

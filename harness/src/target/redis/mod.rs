@@ -21,7 +21,7 @@ use super::{
     poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Sidecar,
     Target, TargetOptions,
 };
-use crate::cluster::NodeLayout;
+use crate::node_layout::NodeLayout;
 use client::{connect, send, sentinel_addr, text, Sent};
 use redis::Value as RValue;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

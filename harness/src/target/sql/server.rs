@@ -3,7 +3,7 @@
 //! directories closed to that account), and its setup programs (initdb,
 //! mariadb-install-db) run with their output in the node's log.
 
-use crate::cluster::{NodeLayout, RunAs};
+use crate::node_layout::{NodeLayout, RunAs};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
