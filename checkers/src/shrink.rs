@@ -37,9 +37,14 @@ pub struct FailureClass {
     pub anomaly: Option<String>,
 }
 
+/// Checkers whose verdict rests on timing: linearizability orders operations by real
+/// time, convergence asks that replicas agree within a time bound.
+const TIMING_CHECKERS: [&str; 2] = ["linearizable", "convergence"];
+
 impl FailureClass {
-    /// The class of a failing result: its checker and `anomaly` if given, else the first
-    /// anomaly the result names. `None` if the result is not invalid, or names no such
+    /// The class of a failing result: its checker and `anomaly` if given, else the most
+    /// robust anomaly the result names (see [`FailureClass::timing_rank`]; the first of
+    /// those equally robust). `None` if the result is not invalid, or names no such
     /// anomaly.
     pub fn of(result: &CheckResult, anomaly: Option<&str>) -> Option<FailureClass> {
         if result.valid != Validity::Invalid {
@@ -47,12 +52,43 @@ impl FailureClass {
         }
         let anomaly = match anomaly {
             Some(a) => Some(result.anomaly_types.iter().find(|t| *t == a)?.clone()),
-            None => result.anomaly_types.first().cloned(),
+            None => result
+                .anomaly_types
+                .iter()
+                .min_by_key(|t| Self::timing_rank(&result.checker, Some(t.as_str())))
+                .cloned(),
         };
         Some(FailureClass {
             checker: result.checker.clone(),
             anomaly,
         })
+    }
+
+    /// The class to keep among a run's results: with `anomaly`, the first invalid result
+    /// naming it; without, the most robust failure ([`FailureClass::timing_rank`]), the
+    /// first result's among those equally robust. A replay is then most likely to fail
+    /// the same way again.
+    pub fn of_results(results: &[CheckResult], anomaly: Option<&str>) -> Option<FailureClass> {
+        let mut classes = results.iter().filter_map(|r| FailureClass::of(r, anomaly));
+        if anomaly.is_some() {
+            return classes.next();
+        }
+        classes.min_by_key(|c| Self::timing_rank(&c.checker, c.anomaly.as_deref()))
+    }
+
+    /// How much a failure depends on timing, 0 least: an anomaly that needs no order
+    /// but the data's (G-single, G2-item, lost-append, wrong-total, a set-full or
+    /// booking failure) is 0; one that needs process order (`-process`) 1; one that
+    /// needs real-time order (`-realtime`), or a checker that rests on timing
+    /// (linearizable, convergence), 2. A replay's timing differs from the run's, so the
+    /// lower the rank, the more often a replay shows it again.
+    pub fn timing_rank(checker: &str, anomaly: Option<&str>) -> u8 {
+        match anomaly {
+            Some(a) if a.ends_with("-realtime") => 2,
+            _ if TIMING_CHECKERS.contains(&checker) => 2,
+            Some(a) if a.ends_with("-process") => 1,
+            _ => 0,
+        }
     }
 
     /// Whether `result` fails in this class.
@@ -619,5 +655,63 @@ mod tests {
         assert!(!class.matches(&other));
         r.valid = Validity::Valid;
         assert!(FailureClass::of(&r, None).is_none());
+    }
+
+    fn invalid(checker: &str, anomalies: &[&str]) -> CheckResult {
+        let mut r = CheckResult::new(checker, Validity::Invalid, "invalid");
+        r.anomaly_types = anomalies.iter().map(|a| a.to_string()).collect();
+        r
+    }
+
+    #[test]
+    fn the_default_failure_class_is_the_one_least_bound_to_timing() {
+        // Within Elle's result: the anomaly without a -realtime or -process suffix.
+        let elle = invalid(
+            "elle-list-append",
+            &["G-single-realtime", "G1c-process", "G-single"],
+        );
+        let class = FailureClass::of(&elle, None).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G-single"));
+        let no_plain = invalid("elle-list-append", &["G-single-realtime", "G1c-process"]);
+        let class = FailureClass::of(&no_plain, None).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G1c-process"));
+        // --anomaly still picks what it names.
+        let class = FailureClass::of(&elle, Some("G-single-realtime")).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G-single-realtime"));
+
+        // Across checkers: lost-appends over linearizable, set-full over convergence,
+        // though they come later; among equals, the first.
+        let results = [
+            invalid("linearizable", &[]),
+            CheckResult::new("stats", Validity::Valid, "fine"),
+            invalid("lost-appends", &["lost-append"]),
+        ];
+        let class = FailureClass::of_results(&results, None).unwrap();
+        assert_eq!(class.to_string(), "lost-appends: lost-append");
+        let results = [invalid("convergence", &[]), invalid("set-full", &[])];
+        assert_eq!(
+            FailureClass::of_results(&results, None).unwrap().checker,
+            "set-full"
+        );
+        let results = [
+            invalid("elle-rw-register", &["G-single-realtime"]),
+            invalid("linearizable", &[]),
+        ];
+        assert_eq!(
+            FailureClass::of_results(&results, None).unwrap().checker,
+            "elle-rw-register"
+        );
+        let results = [invalid("linearizable", &[]), invalid("lost-appends", &[])];
+        assert_eq!(
+            FailureClass::of_results(&results, Some("lost-append")),
+            None
+        );
+        let results = [
+            invalid("linearizable", &[]),
+            invalid("elle-list-append", &["G0", "G-single"]),
+        ];
+        let class = FailureClass::of_results(&results, Some("G-single")).unwrap();
+        assert_eq!(class.to_string(), "elle-list-append: G-single");
+        assert_eq!(FailureClass::of_results(&[], None), None);
     }
 }
