@@ -191,7 +191,8 @@ pub struct Step {
     /// 1, 2, ...
     pub step: usize,
     /// What was tried: `no faults`, `original`, `drop events`, `shorten event`,
-    /// `time limit`, `move later`, `concurrency`, `keys`, `rate`.
+    /// `time limit`, `move later`, `concurrency`, `keys`, `rate`, and `confirm` for a
+    /// best candidate given up after its confirmation runs.
     pub phase: String,
     /// The candidate, as [`Candidate::label`] says it.
     pub candidate: String,
@@ -245,6 +246,9 @@ struct Search<'a, R: Replayer> {
     stopped_by: Option<String>,
     best: Candidate,
     failing: Option<Replay>,
+    /// The candidates kept before `best`, in order, each with its failing replay: the
+    /// confirmation steps back along them when `best` fails in too few of its runs.
+    earlier: Vec<(Candidate, Option<Replay>)>,
 }
 
 impl<R: Replayer> Search<'_, R> {
@@ -342,8 +346,11 @@ impl<R: Replayer> Search<'_, R> {
             kept,
         });
         if kept {
-            self.best = c.clone();
-            self.failing = failing;
+            let before = std::mem::replace(&mut self.best, c.clone());
+            let before_failing = std::mem::replace(&mut self.failing, failing);
+            if before != *c {
+                self.earlier.push((before, before_failing));
+            }
         }
         kept
     }
@@ -451,16 +458,65 @@ impl<R: Replayer> Search<'_, R> {
         }
     }
 
-    fn confirm(&mut self) -> (usize, usize) {
+    /// Measures the best candidate's replay rate over `confirm` runs. When a majority of
+    /// them cannot fail the same way any more and an earlier kept candidate exists, that
+    /// candidate becomes the best again and is measured in turn: a search step can keep a
+    /// candidate that fails in fewer than half its runs (two lucky replays of one that
+    /// fails in a third of runs come one time in nine, and a search takes tens of steps),
+    /// and the reproduction reported should be one that fails in most runs. The
+    /// candidates given up are recorded as `confirm` steps, not kept. A candidate is given
+    /// up only when the budget still holds the confirmation of both it and the one before;
+    /// otherwise its rate is measured in full.
+    fn confirm_stepping_back(&mut self) -> (usize, usize) {
+        loop {
+            let n = self.bounds.confirm as f64;
+            let give_up = self.earlier.last().is_some_and(|(e, _)| {
+                self.spent_s() + n * (self.cost_s(&self.best) + self.cost_s(e))
+                    <= self.bounds.budget.as_secs_f64()
+            });
+            let (failed, runs, complete) = self.confirm(give_up);
+            let majority = self.bounds.confirm / 2 + 1;
+            if failed >= majority || !give_up || !complete {
+                return (failed, runs);
+            }
+            self.steps.push(Step {
+                step: self.steps.len() + 1,
+                phase: "confirm".to_string(),
+                candidate: self.best.label(),
+                replays: runs,
+                failures: failed,
+                kept: false,
+            });
+            let (earlier, failing) = self.earlier.pop().expect("an earlier candidate");
+            let line = format!(
+                "[{:>4.0} s] {} failed the same way in {failed} of {runs} runs: back to {}",
+                self.spent_s(),
+                self.best.label(),
+                earlier.label()
+            );
+            (self.progress)(&line);
+            self.best = earlier;
+            self.failing = failing;
+        }
+    }
+
+    /// Replays the best candidate up to `confirm` times; with `give_up`, stops once a
+    /// majority of the runs can no longer fail the same way. The flag is false when the
+    /// budget ended the runs.
+    fn confirm(&mut self, give_up: bool) -> (usize, usize, bool) {
         let c = self.best.clone();
         let (mut failed, mut runs) = (0, 0);
-        while runs < self.bounds.confirm {
+        let out_of_reach = self
+            .bounds
+            .confirm
+            .saturating_sub(self.bounds.confirm / 2 + 1);
+        while runs < self.bounds.confirm && !(give_up && runs - failed > out_of_reach) {
             // The reserve kept for confirmation was an estimate: only the hard budget
             // stops it.
             if self.spent_s() + self.cost_s(&c) > self.bounds.budget.as_secs_f64() {
                 self.stopped_by
                     .get_or_insert_with(|| "the budget, during the confirmation runs".to_string());
-                break;
+                return (failed, runs, false);
             }
             runs += 1;
             let r = self.run_once(&c);
@@ -477,7 +533,7 @@ impl<R: Replayer> Search<'_, R> {
                 self.failing = Some(r);
             }
         }
-        (failed, runs)
+        (failed, runs, true)
     }
 }
 
@@ -555,6 +611,7 @@ pub fn shrink_schedule<R: Replayer>(
         stopped_by: None,
         best: original.clone(),
         failing: None,
+        earlier: Vec::new(),
     };
     let no_faults = original.with_plan(Vec::new());
     let mut reproduced = !original.plan.is_empty() && s.attempt("no faults", &no_faults);
@@ -572,7 +629,11 @@ pub fn shrink_schedule<R: Replayer>(
         s.halve("keys", fewer_keys);
         s.halve("rate", lower_rate);
     }
-    let (confirm_failed, confirm_runs) = if reproduced { s.confirm() } else { (0, 0) };
+    let (confirm_failed, confirm_runs) = if reproduced {
+        s.confirm_stepping_back()
+    } else {
+        (0, 0)
+    };
     ScheduleShrunk {
         before: original.clone(),
         after: s.best.clone(),
@@ -646,6 +707,9 @@ mod tests {
         min_clients: usize,
         rate: f64,
         luck: Vec<bool>,
+        /// Runs shorter than `.0` seconds fail only in the runs `.1` says, in order
+        /// (none past its end).
+        short: (f64, Vec<bool>),
         rng: ChaCha8Rng,
         runs: usize,
     }
@@ -659,6 +723,7 @@ mod tests {
                 min_clients: 2,
                 rate,
                 luck: Vec::new(),
+                short: (0.0, Vec::new()),
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 runs: 0,
             }
@@ -673,7 +738,10 @@ mod tests {
                     (*at..=at + self.slack_ms).contains(&f.at_ms) && f.for_ms >= self.min_for_ms
                 })
             });
-            let lucky = if self.luck.is_empty() {
+            let lucky = if c.time_limit_s < self.short.0 {
+                let (_, luck) = &mut self.short;
+                !luck.is_empty() && luck.remove(0)
+            } else if self.luck.is_empty() {
                 self.rng.gen_bool(self.rate)
             } else {
                 self.luck[(self.runs - 1) % self.luck.len()]
@@ -821,6 +889,49 @@ mod tests {
             .iter()
             .any(|s| s.failures == 0 && s.replays == 3));
         assert_eq!(shrunk.confirm_runs, 5);
+    }
+
+    #[test]
+    fn a_best_candidate_that_fails_its_confirmation_gives_way_to_the_one_kept_before() {
+        // Runs under 10 s fail only in their first two replays: the 5 s candidate is kept
+        // on that luck, then fails its confirmation runs. Once 3 of 5 have passed it
+        // cannot fail in a majority; the 10 s candidate kept before it is confirmed
+        // instead, and the 5 s one is recorded as given up.
+        let mut cluster = FakeCluster::new(&[], 1.0, 9);
+        cluster.short = (10.0, vec![true, true]);
+        let shrunk = shrink_schedule(&original(4), &mut cluster, &bounds(), &mut |_| {});
+        assert_eq!(shrunk.after.time_limit_s, 10.0);
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (5, 5));
+        let last = shrunk.steps.last().unwrap();
+        assert_eq!(
+            (last.phase.as_str(), last.replays, last.failures, last.kept),
+            ("confirm", 3, 0, false)
+        );
+        assert!(last.candidate.contains(" 5 s,"), "{}", last.candidate);
+        assert!(shrunk.failing_replay.is_some());
+    }
+
+    #[test]
+    fn without_budget_for_the_candidate_before_the_best_is_measured_in_full() {
+        // As above, but the budget cannot hold a second confirmation: the 5 s candidate
+        // is replayed all five times and stays the result, its low rate reported.
+        let mut cluster = FakeCluster::new(&[], 1.0, 9);
+        cluster.short = (10.0, vec![true, true]);
+        // A 10 s run costs 15 s (10 s and 5 s to start and check): the 200 s are spent
+        // down to 50 by the search, enough for five runs of 5 s, not for ten.
+        let b = ScheduleBounds {
+            budget: Duration::from_secs(200),
+            min_time_limit_s: 5.0,
+            ..ScheduleBounds::default()
+        };
+        let ten_seconds = Candidate {
+            time_limit_s: 10.0,
+            ..original(4)
+        };
+        let shrunk = shrink_schedule(&ten_seconds, &mut cluster, &b, &mut |_| {});
+        assert_eq!(shrunk.after.time_limit_s, 5.0);
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (0, 5));
+        assert!(!shrunk.steps.iter().any(|s| s.phase == "confirm"));
     }
 
     #[test]
