@@ -18,9 +18,14 @@
 //!
 //! "The same way" ([`SameFailure`]) is a [`FailureClass`] — the same checker, invalid,
 //! and (when the checker names anomalies) still showing the anomaly named: a G2-item
-//! stays a G2-item, a lost append stays lost — and one rule more: a read whose value the
-//! original explains by some write keeps one such write. Without it a stale read would
-//! shrink to the read alone, which fails only as a read of a value nobody wrote.
+//! stays a G2-item, a lost append stays lost — and two rules more. The checker names no
+//! anomaly the original did not show: dropping the transaction that wrote a value makes
+//! its reads a `garbage-read`, dropping an add makes the read that saw it `unexpected`,
+//! and a history failing only with such reads besides is another failure than the
+//! original's. And a read whose value the original explains by a write invoked before
+//! the read completed keeps one such write: without it a stale read would shrink to the
+//! read alone, or to the read and a later write of the same value, which fail only as a
+//! read of a value nobody had written yet.
 
 use crate::history::{History, HistoryError, Op, OpType, Process};
 use crate::verdict::{CheckResult, Checker, Validity};
@@ -37,22 +42,81 @@ pub struct FailureClass {
     pub anomaly: Option<String>,
 }
 
+/// Checkers whose verdict rests on timing: linearizability orders operations by real
+/// time, convergence asks that replicas agree within a time bound.
+const TIMING_CHECKERS: [&str; 2] = ["linearizable", "convergence"];
+
 impl FailureClass {
-    /// The class of a failing result: its checker and `anomaly` if given, else the first
-    /// anomaly the result names. `None` if the result is not invalid, or names no such
-    /// anomaly.
+    /// The class of a failing result: its checker and `anomaly` if given, else the most
+    /// robust anomaly the result names (see [`FailureClass::timing_rank`]; among those
+    /// equally robust the most severe, [`FailureClass::severity_rank`], then the first).
+    /// `None` if the result is not invalid, or names no such anomaly.
     pub fn of(result: &CheckResult, anomaly: Option<&str>) -> Option<FailureClass> {
         if result.valid != Validity::Invalid {
             return None;
         }
         let anomaly = match anomaly {
             Some(a) => Some(result.anomaly_types.iter().find(|t| *t == a)?.clone()),
-            None => result.anomaly_types.first().cloned(),
+            None => result
+                .anomaly_types
+                .iter()
+                .min_by_key(|t| {
+                    (
+                        Self::timing_rank(&result.checker, Some(t.as_str())),
+                        Self::severity_rank(t),
+                    )
+                })
+                .cloned(),
         };
         Some(FailureClass {
             checker: result.checker.clone(),
             anomaly,
         })
+    }
+
+    /// The class to keep among a run's results: with `anomaly`, the first invalid result
+    /// naming it; without, the most robust failure ([`FailureClass::timing_rank`]), the
+    /// first result's among those equally robust. A replay is then most likely to fail
+    /// the same way again.
+    pub fn of_results(results: &[CheckResult], anomaly: Option<&str>) -> Option<FailureClass> {
+        let mut classes = results.iter().filter_map(|r| FailureClass::of(r, anomaly));
+        if anomaly.is_some() {
+            return classes.next();
+        }
+        classes.min_by_key(|c| Self::timing_rank(&c.checker, c.anomaly.as_deref()))
+    }
+
+    /// Where a transactional anomaly stands in Adya's hierarchy, most severe first: the
+    /// one the weakest consistency model already forbids (G0, then G1a, G1b, G1c,
+    /// G-single, G-nonadjacent, G2), whatever its `-item`/`-process`/`-realtime` suffix;
+    /// other anomalies after these, as equals. The most severe is the bug's signature
+    /// (a dirty read is a G1a), and specific anomalies shrink smaller than general ones
+    /// (a txn dirty-read run: G1a 11 operations, G-nonadjacent-item 51).
+    pub fn severity_rank(anomaly: &str) -> u8 {
+        const ORDER: [&str; 7] = ["G0", "G1a", "G1b", "G1c", "G-single", "G-nonadjacent", "G2"];
+        ORDER
+            .iter()
+            .position(|p| {
+                anomaly
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+            })
+            .map_or(ORDER.len() as u8, |i| i as u8)
+    }
+
+    /// How much a failure depends on timing, 0 least: an anomaly that needs no order
+    /// but the data's (G-single, G2-item, lost-append, wrong-total, a set-full or
+    /// booking failure) is 0; one that needs process order (`-process`) 1; one that
+    /// needs real-time order (`-realtime`), or a checker that rests on timing
+    /// (linearizable, convergence), 2. A replay's timing differs from the run's, so the
+    /// lower the rank, the more often a replay shows it again.
+    pub fn timing_rank(checker: &str, anomaly: Option<&str>) -> u8 {
+        match anomaly {
+            Some(a) if a.ends_with("-realtime") => 2,
+            _ if TIMING_CHECKERS.contains(&checker) => 2,
+            Some(a) if a.ends_with("-process") => 1,
+            _ => 0,
+        }
     }
 
     /// Whether `result` fails in this class.
@@ -75,19 +139,21 @@ impl std::fmt::Display for FailureClass {
     }
 }
 
-/// Whether a sub-history of `original` fails as the original does: in `class`, and
-/// without a read whose value the original explains by a write that the sub-history
-/// dropped (see [`shrink`]). Candidates name ops by the indices of the original.
+/// Whether a sub-history of `original` fails as the original does: in `class`, naming
+/// no anomaly the original's result did not, and without a read whose value the original
+/// explains by a write that the sub-history dropped (see [`shrink`]). Candidates name ops
+/// by the indices of the original.
 pub struct SameFailure {
     class: FailureClass,
+    shown: BTreeSet<String>,
     units: Units,
     provenance: Provenance,
     unit_of_index: HashMap<u64, usize>,
 }
 
 impl SameFailure {
-    /// The test for sub-histories of `original`.
-    pub fn new(original: &History, class: FailureClass) -> SameFailure {
+    /// The test for sub-histories of `original`, on which the checker said `said`.
+    pub fn new(original: &History, said: &CheckResult, class: FailureClass) -> SameFailure {
         let units = Units::of(original);
         let provenance = Provenance::of(&units, original.ops());
         let unit_of_index = units
@@ -98,6 +164,7 @@ impl SameFailure {
             .collect();
         SameFailure {
             class,
+            shown: said.anomaly_types.iter().cloned().collect(),
             units,
             provenance,
             unit_of_index,
@@ -114,8 +181,15 @@ impl SameFailure {
                 None => return false,
             }
         }
-        self.provenance.holds(&keep) && self.class.matches(result)
+        self.provenance.holds(&keep)
+            && self.class.matches(result)
+            && names_only(&self.shown, result)
     }
+}
+
+/// Whether every anomaly `result` names is one of `shown` (the original's).
+fn names_only(shown: &BTreeSet<String>, result: &CheckResult) -> bool {
+    result.anomaly_types.iter().all(|t| shown.contains(t))
 }
 
 /// Bounds on a shrink: it stops at whichever comes first and says it did.
@@ -196,6 +270,7 @@ pub fn shrink(
         provenance: &provenance,
         checker,
         class,
+        shown: BTreeSet::new(),
         bounds,
         started: Instant::now(),
         checks: 0,
@@ -203,6 +278,7 @@ pub fn shrink(
     };
     let all: Vec<usize> = (0..units.len()).collect();
     let whole = oracle.run(&all)?;
+    oracle.shown = whole.anomaly_types.iter().cloned().collect();
     if !class.matches(&whole) {
         return Err(ShrinkError::NotFailing {
             class: class.clone(),
@@ -309,6 +385,8 @@ struct Oracle<'a> {
     provenance: &'a Provenance,
     checker: &'a dyn Checker,
     class: &'a FailureClass,
+    /// The anomalies the checker named on the whole history; a candidate names no other.
+    shown: BTreeSet<String>,
     bounds: &'a ShrinkBounds,
     started: Instant,
     checks: usize,
@@ -344,7 +422,7 @@ impl Oracle<'_> {
             return Ok(None);
         }
         let r = self.run(kept)?;
-        Ok(self.class.matches(&r).then_some(r))
+        Ok((self.class.matches(&r) && names_only(&self.shown, &r)).then_some(r))
     }
 }
 
@@ -473,7 +551,10 @@ impl Units {
 /// Where read values came from. A read whose value some op of the original wrote keeps
 /// one such writer: without it the read would fail as a read of a value nobody wrote,
 /// which is another failure than a stale or lost one (for a register, `write 1; write 2;
-/// read 1` must not shrink to `read 1` alone).
+/// read 1` must not shrink to `read 1` alone). The writers that count are those invoked
+/// before the read completed (a later write of the same value explains nothing: `write 1;
+/// write 2; read 1; write 1` must not shrink to its last two ops); only when the original
+/// has none such, any writer of the value does.
 struct Provenance {
     /// For each read unit, one list per value it returned: the units that wrote it.
     needs: Vec<(usize, Vec<Vec<usize>>)>,
@@ -540,13 +621,17 @@ impl Provenance {
                     .get(&(key.clone(), atom.to_string()))
                     .cloned()
                     .unwrap_or_default();
+                let invoked_before = |w: &usize| ops[units.ops[*w][0]].time <= done.time;
+                if writers.iter().any(invoked_before) {
+                    writers.retain(invoked_before);
+                }
                 if let (true, Value::String(text), Some(ws)) =
                     (writers.is_empty(), atom, strings.get(&key))
                 {
                     if ws.len() <= SUBSTRING_SCAN {
                         // Each written piece the read contains needs its own writer.
                         for &(w, piece) in ws {
-                            if !piece.is_empty() && text.contains(piece) {
+                            if !piece.is_empty() && text.contains(piece) && invoked_before(&w) {
                                 per_atom.push(vec![w]);
                             }
                         }
@@ -608,16 +693,114 @@ mod tests {
         let mut r = CheckResult::new("elle-list-append", Validity::Invalid, "cycle");
         r.anomaly_types = vec!["G2-item".into(), "G-single".into()];
         let class = FailureClass::of(&r, None).unwrap();
-        assert_eq!(class.anomaly.as_deref(), Some("G2-item"));
+        assert_eq!(class.anomaly.as_deref(), Some("G-single"));
         assert!(FailureClass::of(&r, Some("G0")).is_none());
         let mut other = r.clone();
-        other.anomaly_types = vec!["G-single".into()];
+        other.anomaly_types = vec!["G2-item".into()];
         assert!(!class.matches(&other));
-        other.anomaly_types.push("G2-item".into());
+        other.anomaly_types.push("G-single".into());
         assert!(class.matches(&other));
         other.valid = Validity::Unknown;
         assert!(!class.matches(&other));
         r.valid = Validity::Valid;
         assert!(FailureClass::of(&r, None).is_none());
+    }
+
+    fn invalid(checker: &str, anomalies: &[&str]) -> CheckResult {
+        let mut r = CheckResult::new(checker, Validity::Invalid, "invalid");
+        r.anomaly_types = anomalies.iter().map(|a| a.to_string()).collect();
+        r
+    }
+
+    #[test]
+    fn among_equally_robust_anomalies_the_default_is_the_most_severe() {
+        // The txn database's dirty-read run named these (and their -realtime forms).
+        let elle = invalid(
+            "elle-list-append",
+            &[
+                "G-nonadjacent-item",
+                "G-single-item",
+                "G1a",
+                "G1b",
+                "G1c-realtime",
+                "G2-item",
+                "incompatible-order",
+            ],
+        );
+        let class = FailureClass::of(&elle, None).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G1a"));
+        let no_g1 = invalid(
+            "elle-list-append",
+            &["G2-item", "G-nonadjacent-item", "G-single-item-process"],
+        );
+        assert_eq!(
+            FailureClass::of(&no_g1, None).unwrap().anomaly.as_deref(),
+            Some("G-nonadjacent-item")
+        );
+        // Names outside the hierarchy keep their order, after it.
+        let other = invalid("elle-list-append", &["internal", "G2-item"]);
+        assert_eq!(
+            FailureClass::of(&other, None).unwrap().anomaly.as_deref(),
+            Some("G2-item")
+        );
+        let none = invalid("set-full", &["stale", "lost"]);
+        assert_eq!(
+            FailureClass::of(&none, None).unwrap().anomaly.as_deref(),
+            Some("stale")
+        );
+        assert_eq!(FailureClass::severity_rank("G1"), 7);
+        assert_eq!(FailureClass::severity_rank("G1c-process"), 3);
+    }
+
+    #[test]
+    fn the_default_failure_class_is_the_one_least_bound_to_timing() {
+        // Within Elle's result: the anomaly without a -realtime or -process suffix.
+        let elle = invalid(
+            "elle-list-append",
+            &["G-single-realtime", "G1c-process", "G-single"],
+        );
+        let class = FailureClass::of(&elle, None).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G-single"));
+        let no_plain = invalid("elle-list-append", &["G-single-realtime", "G1c-process"]);
+        let class = FailureClass::of(&no_plain, None).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G1c-process"));
+        // --anomaly still picks what it names.
+        let class = FailureClass::of(&elle, Some("G-single-realtime")).unwrap();
+        assert_eq!(class.anomaly.as_deref(), Some("G-single-realtime"));
+
+        // Across checkers: lost-appends over linearizable, set-full over convergence,
+        // though they come later; among equals, the first.
+        let results = [
+            invalid("linearizable", &[]),
+            CheckResult::new("stats", Validity::Valid, "fine"),
+            invalid("lost-appends", &["lost-append"]),
+        ];
+        let class = FailureClass::of_results(&results, None).unwrap();
+        assert_eq!(class.to_string(), "lost-appends: lost-append");
+        let results = [invalid("convergence", &[]), invalid("set-full", &[])];
+        assert_eq!(
+            FailureClass::of_results(&results, None).unwrap().checker,
+            "set-full"
+        );
+        let results = [
+            invalid("elle-rw-register", &["G-single-realtime"]),
+            invalid("linearizable", &[]),
+        ];
+        assert_eq!(
+            FailureClass::of_results(&results, None).unwrap().checker,
+            "elle-rw-register"
+        );
+        let results = [invalid("linearizable", &[]), invalid("lost-appends", &[])];
+        assert_eq!(
+            FailureClass::of_results(&results, Some("lost-append")),
+            None
+        );
+        let results = [
+            invalid("linearizable", &[]),
+            invalid("elle-list-append", &["G0", "G-single"]),
+        ];
+        let class = FailureClass::of_results(&results, Some("G-single")).unwrap();
+        assert_eq!(class.to_string(), "elle-list-append: G-single");
+        assert_eq!(FailureClass::of_results(&[], None), None);
     }
 }

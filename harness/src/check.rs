@@ -239,7 +239,9 @@ pub fn locate_history(path: &Path) -> anyhow::Result<StoredRun> {
 }
 
 /// Writes results.json, report.html and junit.xml into `dir`; `test` is the run's
-/// test.json (what ran and how to repeat it), which a hand-made run dir may lack.
+/// test.json (what ran and how to repeat it), which a hand-made run dir may lack. The
+/// report keeps its "Shrunk reproduction" section when `dir` holds a `shrunk/` that
+/// `splitbrain shrink` wrote: a run checked again still links to its reproduction.
 pub fn write_outputs(
     dir: &Path,
     summary: &RunSummary,
@@ -252,7 +254,8 @@ pub fn write_outputs(
         serde_json::to_vec_pretty(summary)?,
     )
     .with_context(|| format!("writing {}", dir.join("results.json").display()))?;
-    let html = splitbrain_reports::render_html(summary, history, test);
+    let shrunk = shrunk_files(dir)?;
+    let html = splitbrain_reports::render_html_with_shrunk(summary, history, test, shrunk.as_ref());
     std::fs::write(dir.join("report.html"), html)?;
     std::fs::write(
         dir.join("junit.xml"),
@@ -261,9 +264,30 @@ pub fn write_outputs(
     Ok(())
 }
 
+/// What `splitbrain shrink` left in `dir/shrunk/` for the run's report: its
+/// `schedule.json` and `shrink.json`, `None` when neither is there.
+pub fn shrunk_files(dir: &Path) -> anyhow::Result<Option<splitbrain_reports::ShrunkFiles>> {
+    let files = splitbrain_reports::ShrunkFiles {
+        schedule: read_json_if_there(&dir.join("shrunk/schedule.json"))?,
+        history: read_json_if_there(&dir.join("shrunk/shrink.json"))?,
+    };
+    Ok((files.schedule.is_some() || files.history.is_some()).then_some(files))
+}
+
+/// A JSON file's value, `None` when there is no such file.
+pub fn read_json_if_there(path: &Path) -> anyhow::Result<Option<serde_json::Value>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(
+            serde_json::from_slice(&b).with_context(|| format!("parsing {}", path.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{hollow_run, CheckOptions};
+    use super::{hollow_run, write_outputs, CheckOptions};
     use serde_json::json;
     use splitbrain_checkers::{History, Op, OpType, Process, Validity};
 
@@ -357,5 +381,35 @@ mod tests {
             ..CheckOptions::default()
         };
         assert_eq!(hollow_run(&h, &observed), None);
+    }
+
+    #[test]
+    fn outputs_written_again_keep_the_runs_shrunk_reproduction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ops: Vec<Op> = Vec::new();
+        ops.extend(pair(0, "read", OpType::Ok));
+        let history = History::new(ops).unwrap();
+        let summary = splitbrain_reports::RunSummary::new(
+            "history.jsonl".into(),
+            Some(dir.path().display().to_string()),
+            Vec::new(),
+            splitbrain_reports::history_stats(&history),
+            None,
+        );
+        let report = || std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        write_outputs(dir.path(), &summary, &history, None).unwrap();
+        assert!(!report().contains("Shrunk reproduction"));
+        std::fs::create_dir(dir.path().join("shrunk")).unwrap();
+        std::fs::write(
+            dir.path().join("shrunk/schedule.json"),
+            json!({"failure": "linearizable: invalid", "events_before": 12, "events_after": 1,
+                   "command": "splitbrain test --target kv --nemesis-plan shrunk/plan.json"})
+            .to_string(),
+        )
+        .unwrap();
+        write_outputs(dir.path(), &summary, &history, None).unwrap();
+        let html = report();
+        assert!(html.contains("Shrunk reproduction"), "{html}");
+        assert!(html.contains("href=\"shrunk/plan.json\""), "{html}");
     }
 }

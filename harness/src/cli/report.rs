@@ -3,8 +3,9 @@
 
 use anyhow::Context;
 use clap::Args;
+use splitbrain::check::{read_json_if_there, shrunk_files};
 use splitbrain_checkers::history::read::read_path;
-use splitbrain_reports::{render_html_with_shrunk, RunSummary, ShrunkFiles};
+use splitbrain_reports::{render_html_with_shrunk, RunSummary};
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
@@ -42,27 +43,12 @@ pub(crate) fn render_run_report(dir: &Path) -> anyhow::Result<String> {
         })?)
         .with_context(|| format!("parsing {}", results.display()))?;
     // test.json is optional: a history checked by hand has none.
-    let test = read_json(&dir.join("test.json"))?;
-    let shrunk = ShrunkFiles {
-        schedule: read_json(&dir.join("shrunk/schedule.json"))?,
-        history: read_json(&dir.join("shrunk/shrink.json"))?,
-    };
-    let shrunk = (shrunk.schedule.is_some() || shrunk.history.is_some()).then_some(shrunk);
+    let test = read_json_if_there(&dir.join("test.json"))?;
+    let shrunk = shrunk_files(dir)?;
     Ok(render_html_with_shrunk(
         &summary,
         &history,
         test.as_ref(),
         shrunk.as_ref(),
     ))
-}
-
-/// A JSON file's value, `None` when there is no such file.
-fn read_json(path: &Path) -> anyhow::Result<Option<serde_json::Value>> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(
-            serde_json::from_slice(&b).with_context(|| format!("parsing {}", path.display()))?,
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
 }

@@ -38,7 +38,7 @@ pub(crate) struct ShrinkArgs {
 /// How a schedule shrink (`shrink RUN_DIR`) replays and is bounded.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ScheduleFlags {
-    /// Most replays of each candidate; it is kept when one fails the same way.
+    /// Most replays of each candidate; it is kept when a majority fail the same way.
     #[arg(long, default_value_t = 3)]
     pub(crate) replays: usize,
     /// Replays of the final candidate that measure its replay rate.
@@ -53,7 +53,8 @@ pub(crate) struct ScheduleFlags {
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ShrinkFlags {
     /// The anomaly the shrunk history must still show (G2-item, lost-append, ...); by
-    /// default the first one the first invalid checker names.
+    /// default the failure least bound to timing: an anomaly without a -realtime or
+    /// -process suffix, a checker other than linearizable or convergence (docs/shrink.md).
     #[arg(long)]
     pub(crate) anomaly: Option<String>,
     /// Where to write the shrunk history, its results and report (default: `shrunk/` in
@@ -103,8 +104,8 @@ pub(crate) fn cmd_shrink(a: ShrinkArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// Shrinks the history for the first checker whose result is invalid (and names
-/// `--anomaly`, if given), writes the shrunk history beside the run and prints the
+/// Shrinks the history for the failure least bound to timing (`FailureClass::of_results`;
+/// the first naming `--anomaly`, if given), writes the shrunk history beside the run and prints the
 /// before/after sizes. `None` if no result qualifies.
 pub(crate) fn shrink_first_failure(
     path: &Path,
@@ -114,11 +115,11 @@ pub(crate) fn shrink_first_failure(
     results: &[CheckResult],
     flags: &ShrinkFlags,
 ) -> anyhow::Result<Option<Shrunk>> {
-    let Some((checker, class)) = results.iter().find_map(|r| {
-        let class = FailureClass::of(r, flags.anomaly.as_deref())?;
-        let checker = checkers.iter().find(|c| c.name() == r.checker)?;
+    let chosen = FailureClass::of_results(results, flags.anomaly.as_deref()).and_then(|class| {
+        let checker = checkers.iter().find(|c| c.name() == class.checker)?;
         Some((checker, class))
-    }) else {
+    });
+    let Some((checker, class)) = chosen else {
         if let Some(a) = &flags.anomaly {
             if results.iter().any(|r| r.valid == Validity::Invalid) {
                 return Err(usage(format!(

@@ -89,10 +89,7 @@ pub(crate) fn cmd_shrink_schedule(run: &Path, a: &ShrinkArgs) -> anyhow::Result<
     }
     let spec: TestSpec = read_json(&run.join("test.json"))?;
     let summary: RunSummary = read_json(&run.join("results.json"))?;
-    let Some(class) = summary
-        .results
-        .iter()
-        .find_map(|r| FailureClass::of(r, a.shrink.anomaly.as_deref()))
+    let Some(class) = FailureClass::of_results(&summary.results, a.shrink.anomaly.as_deref())
     else {
         eprintln!(
             "nothing to shrink: no checker of {} found it invalid{}",
