@@ -359,8 +359,28 @@ async fn reset_quorum(
     let waited = start.elapsed().as_secs_f64();
     let seen = describe(&states, layouts);
     let mine = at.map_or(-1, |p| p.seqno);
+    // A node that is down may hold more than any running one (it may have been the
+    // one primary member while the others were still joining): founding at `mine` would
+    // drop it, so the restarted node founds only when every other node runs.
+    let down: Vec<&str> = (0..layouts.len())
+        .filter(|&j| j != i && !live.contains(&j))
+        .map(|j| layouts[j].name.as_str())
+        .collect();
+    let may_found = mine > best_seqno || (mine == best_seqno && !best_answered);
+    if may_found && !down.is_empty() {
+        let text = format!(
+            "splitbrain: no running node is primary (seen {waited:.1} s into the restart: {seen}); {} at seqno {mine} holds as much as any running node, but {} is down and may hold more, so {} joins them as they are\n",
+            layouts[i].name,
+            down.join(", "),
+            layouts[i].name
+        );
+        for layout in layouts {
+            note(layout, &text);
+        }
+        return Ok(None);
+    }
     // Of equals, the restarted node founds rather than a node no SQL reaches.
-    let text = if mine > best_seqno || (mine == best_seqno && !best_answered) {
+    let text = if may_found {
         set_restart_options(&layouts[i], true, at)?;
         let grastate = WorkDir::for_node(&layouts[i].data_dir)
             .data()
