@@ -69,6 +69,8 @@ pub(crate) struct Frame {
     entry: u32,
     focus: u64,
     phase: u8,
+    /// The window's end when the op was placed (see `window_end`).
+    window_end: usize,
     prev_state: u32,
     /// The op's component's projected state before it (factored search only).
     prev_proj: u32,
@@ -133,8 +135,14 @@ pub(crate) fn search<M: Model>(
     let mut used = vec![0u32; part.values.len()];
 
     // The entry lists: one per component (just one without components), entries `0..heads`
-    // are their head sentinels. With components, the return entries are also linked in
-    // one list of their own (sentinel `rhead`), whose first entry sets the focus.
+    // are their head sentinels, holding the required ops' calls and returns. Optional ops'
+    // calls are in lists of their own (sentinels `heads..2 * heads`): they have no return,
+    // so in one list with the required ops they would stay in every later window and each
+    // scan would walk all of them (quadratic in a key's info ops). Phase 1 walks the
+    // optional list up to the window's end instead. A relaxed pass never lifts optional
+    // ops and tries only a class's first member, so only first members are linked then.
+    // With components, the return entries are also linked in one list of their own
+    // (sentinel `rhead`), whose first entry sets the focus.
     let heads = comps.map_or(1, |c| c.sizes.len());
     let focused = comps.is_some();
     let mut events: Vec<(usize, u32, bool)> = Vec::with_capacity(2 * n);
@@ -145,21 +153,33 @@ pub(crate) fn search<M: Model>(
         }
     }
     events.sort_unstable_by_key(|e| (e.0, !e.2));
-    let m = heads + events.len() + 1;
+    let m = 2 * heads + events.len() + 1;
     let rhead = m - 1;
     let mut next = vec![NIL; m];
     let mut prev = vec![NIL; m];
     let mut rnext = vec![NIL; if focused { m } else { 0 }];
     let mut rprev = rnext.clone();
-    let mut tail: Vec<usize> = (0..heads).collect();
+    let mut tail: Vec<usize> = (0..2 * heads).collect();
     let mut rtail = rhead;
     let mut op_of = vec![0u32; m];
     let mut is_call = vec![false; m];
     let mut call_entry = vec![NIL; n];
     let mut ret_entry = vec![NIL; n];
     for (i, &(_, o, call)) in events.iter().enumerate() {
-        let id = heads + i;
-        let list = comps.map_or(0, |c| c.comp_of[o as usize] as usize);
+        let id = 2 * heads + i;
+        op_of[id] = o;
+        is_call[id] = call;
+        if call {
+            call_entry[o as usize] = id as u32;
+        } else {
+            ret_entry[o as usize] = id as u32;
+        }
+        let comp = comps.map_or(0, |c| c.comp_of[o as usize] as usize);
+        let optional = !ops[o as usize].required;
+        if optional && relaxed && ordinal[o as usize] != 0 {
+            continue;
+        }
+        let list = if optional { heads + comp } else { comp };
         prev[id] = tail[list] as u32;
         next[tail[list]] = id as u32;
         tail[list] = id;
@@ -168,32 +188,28 @@ pub(crate) fn search<M: Model>(
             rnext[rtail] = id as u32;
             rtail = id;
         }
-        op_of[id] = o;
-        is_call[id] = call;
-        if call {
-            call_entry[o as usize] = id as u32;
-        } else {
-            ret_entry[o as usize] = id as u32;
-        }
     }
 
     let mut states: Interner<M::State> = Interner::new();
     states.intern(model.init());
     let mut trans: FxHashMap<u64, u32> = FxHashMap::default();
 
-    let words = n / 64 + 1;
-    // `bits` marks placed required ops. Optional ops' bits stay set, so the memo key's
-    // trimming of finished words still works; the exact search tracks them in `used_bits`.
-    let mut bits = vec![0u64; words];
+    // `bits` marks placed required ops, by their rank among the required ops (`req_index`),
+    // so a memo key spans only the window of required ops (optional ops, never "done",
+    // would stretch it to the part's last one); the exact search tracks optional ops in
+    // `used_bits`, by `opt_index`.
     let mut opt_index = vec![0u32; n];
+    let mut req_index = vec![0u32; n];
     let mut n_optional = 0usize;
     for (i, o) in ops.iter().enumerate() {
-        if !o.required {
-            bits[i / 64] |= 1 << (i % 64);
+        if o.required {
+            req_index[i] = (i - n_optional) as u32;
+        } else {
             opt_index[i] = n_optional as u32;
             n_optional += 1;
         }
     }
+    let mut bits = vec![0u64; (n - n_optional) / 64 + 1];
     let opt_words = n_optional / 64 + 1;
     let mut used_bits = vec![0u64; opt_words];
     // Dominance memo of the exact search with optional ops: (placed required ops, state)
@@ -240,6 +256,9 @@ pub(crate) fn search<M: Model>(
     let mut focus = focus_of(&rnext);
     let mut entry = next[head_of(focus)];
     let mut phase: u8 = 0;
+    // Phase 1's bound: the position of the window's first return (the first unplaced
+    // required op's completion), `usize::MAX` when none is left in the list.
+    let mut window_end = usize::MAX;
     let mut iterations: u64 = 0;
 
     let progress =
@@ -293,7 +312,13 @@ pub(crate) fn search<M: Model>(
                 break Some(Stop::Steps);
             }
         }
-        if entry != NIL && is_call[entry as usize] {
+        let in_window = entry != NIL
+            && if phase == 0 {
+                is_call[entry as usize]
+            } else {
+                ops[op_of[entry as usize] as usize].invoke < window_end
+            };
+        if in_window {
             let o = op_of[entry as usize];
             let po = &ops[o as usize];
             // (Every entry of the scanned list is in the focus component.)
@@ -359,7 +384,8 @@ pub(crate) fn search<M: Model>(
                     let lift = po.required || !relaxed;
                     let oi = opt_index[o as usize] as usize;
                     if po.required {
-                        bits[o as usize / 64] |= 1 << (o % 64);
+                        let ri = req_index[o as usize];
+                        bits[ri as usize / 64] |= 1 << (ri % 64);
                     } else if mark_optional {
                         used_bits[oi / 64] |= 1 << (oi % 64);
                     }
@@ -416,6 +442,7 @@ pub(crate) fn search<M: Model>(
                             entry,
                             focus,
                             phase,
+                            window_end,
                             prev_state: state,
                             prev_proj,
                             forced: noop,
@@ -452,7 +479,8 @@ pub(crate) fn search<M: Model>(
                         continue;
                     }
                     if po.required {
-                        bits[o as usize / 64] &= !(1 << (o % 64));
+                        let ri = req_index[o as usize];
+                        bits[ri as usize / 64] &= !(1 << (ri % 64));
                     } else if mark_optional {
                         used_bits[oi / 64] &= !(1 << (oi % 64));
                     }
@@ -468,7 +496,12 @@ pub(crate) fn search<M: Model>(
         // The end of the window: the return of an op not yet linearized.
         if phase == 0 && optional_live > 0 && !dead_now {
             phase = 1;
-            entry = next[head_of(focus)];
+            window_end = if entry == NIL {
+                usize::MAX
+            } else {
+                ops[op_of[entry as usize] as usize].end
+            };
+            entry = next[heads + head_of(focus)];
             continue;
         }
         // The configuration is dead. Its focus component is the reason: no op of that
@@ -502,7 +535,8 @@ pub(crate) fn search<M: Model>(
             }
             if f.lifted {
                 if po.required {
-                    bits[f.op as usize / 64] &= !(1 << (f.op % 64));
+                    let ri = req_index[f.op as usize];
+                    bits[ri as usize / 64] &= !(1 << (ri % 64));
                 } else if mark_optional {
                     let oi = opt_index[f.op as usize] as usize;
                     used_bits[oi / 64] &= !(1 << (oi % 64));
@@ -531,6 +565,7 @@ pub(crate) fn search<M: Model>(
         entry = next[f.entry as usize];
         phase = f.phase;
         focus = f.focus;
+        window_end = f.window_end;
     };
     budget
         .used_memory
@@ -590,7 +625,8 @@ pub(crate) fn search<M: Model>(
     outcome
 }
 
-/// The entry list the lookahead walks.
+/// The entry lists the lookahead walks: the required ops' (head 0) and the optional ops'
+/// calls (head 1), of an unfactored search.
 struct Lists<'a> {
     next: &'a [u32],
     is_call: &'a [bool],
@@ -604,7 +640,8 @@ const LOOKAHEAD_ENTRIES: usize = 256;
 
 /// The read lookahead (see the module docs): false if some unplaced required read that
 /// only growing ops can precede cannot be reached from `state`, reached by placing
-/// `placing` (whose own entries are still in the list).
+/// `placing` (whose own entries are still in the list). The walk is that of the two lists
+/// merged in history order: it ends at the first call of an op that does not grow.
 fn reads_reachable<M: Model>(
     model: &M,
     state: &M::State,
@@ -614,6 +651,22 @@ fn reads_reachable<M: Model>(
     growing: &[bool],
     read_only: &[bool],
 ) -> bool {
+    // The first optional call that does not grow ends the merged walk; an unfinished
+    // search for it ends it at the last optional call seen (earlier is always safe).
+    let mut optional_stop = usize::MAX;
+    let mut e = lists.next[1];
+    let mut walked = 0;
+    while e != NIL {
+        let o = lists.op_of[e as usize];
+        walked += 1;
+        if walked == LOOKAHEAD_ENTRIES
+            || (o != placing && !growing[part.ops[o as usize].op as usize])
+        {
+            optional_stop = part.ops[o as usize].invoke;
+            break;
+        }
+        e = lists.next[e as usize];
+    }
     let mut e = lists.next[0];
     let mut reads = 0;
     let mut walked = 0;
@@ -626,6 +679,8 @@ fn reads_reachable<M: Model>(
                 if !growing[v] {
                     return true;
                 }
+            } else if part.ops[o as usize].end > optional_stop {
+                return true;
             } else if read_only[v] && growing[v] {
                 if !model.may_reach(state, &part.values[v]) {
                     return false;
