@@ -47,12 +47,6 @@ const KNOWN_BACK_EDGES: &[(&str, &str, &str)] = &[
         "the leash script reads the remote cluster's START_TIME_FN, and the cluster holds \
          the leashes",
     ),
-    (
-        "target/postgres/server.rs",
-        "target/postgres/client.rs",
-        "the client logs in as the server's SUPERUSER, and the server's readiness probe \
-         connects with the client's connect",
-    ),
 ];
 
 /// One source file: its crate (`lib` or `bin`), its module path, and its text.

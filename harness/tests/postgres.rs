@@ -109,13 +109,10 @@ fn serializable_list_append_loses_no_commit_through_kill_9_of_the_server() {
     }
     // Two kills at fixed times, each followed by seconds of service: a random schedule
     // could kill the server again while it is still recovering on a busy machine.
-    let plan = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        plan.path(),
+    let plan = support::plan_file(
         r#"[{"at_ms":1000,"for_ms":300,"f":"kill","nodes":["n1"]},
             {"at_ms":4000,"for_ms":300,"f":"kill","nodes":["n1"]}]"#,
-    )
-    .unwrap();
+    );
     let plan_path = plan.path().display().to_string();
     let (code, results, store) = run_postgres(&[
         "--workload",
@@ -232,6 +229,55 @@ fn read_committed_list_append_shows_read_skew_and_lost_updates() {
             "{expected} not in {anomalies:?}"
         );
     }
+}
+
+#[test]
+fn register_reads_writes_and_cas_are_linearizable_through_kill_9_and_logged() {
+    if let Some(why) = support::postgres_unavailable() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    let plan = support::plan_file(r#"[{"at_ms":1500,"for_ms":300,"f":"kill","nodes":["n1"]}]"#);
+    let plan_path = plan.path().display().to_string();
+    let (code, results, store) = run_postgres(&[
+        "--workload",
+        "register",
+        "--read-mode",
+        "serializable",
+        "--nemesis-plan",
+        &plan_path,
+        "--time-limit",
+        "5",
+        "--seed",
+        "2",
+    ]);
+    assert_eq!(code, Some(0), "{results:#}");
+    let lin = support::checker(&results, "linearizable");
+    assert_eq!(lin["valid"], true, "{lin:#}");
+    let ops = support::history(store.path());
+    let ok = |f: &str| {
+        ops.iter()
+            .filter(|o| o["f"] == f && o["type"] == "ok")
+            .count()
+    };
+    assert!(
+        ok("read") > 0 && ok("write") > 0 && ok("cas") > 0,
+        "reads {}, writes {}, cas {}",
+        ok("read"),
+        ok("write"),
+        ok("cas")
+    );
+    // Every transaction is in the statement log, a cas as its conditional UPDATE.
+    let log = std::fs::read_to_string(store.path().join("latest/statements.jsonl")).unwrap();
+    assert!(
+        log.contains("UPDATE registers SET v = $3 WHERE k = $1 AND v = $2"),
+        "no cas in the statement log"
+    );
+    let ok_lines = log
+        .lines()
+        .filter(|l| l.contains(r#""outcome":"ok""#))
+        .count();
+    assert_eq!(ok_lines, ok("read") + ok("write") + ok("cas"));
 }
 
 #[test]

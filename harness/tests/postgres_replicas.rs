@@ -49,8 +49,7 @@ fn replica_reads_under(
     secs: &str,
     seed: &str,
 ) -> (Option<i32>, Value, tempfile::TempDir) {
-    let plan = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(plan.path(), format!("[{faults}]")).unwrap();
+    let plan = support::plan_file(&format!("[{faults}]"));
     let plan_path = plan.path().display().to_string();
     run_pair(&[
         "--workload",

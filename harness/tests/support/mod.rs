@@ -117,6 +117,13 @@ pub fn history(store: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A `--nemesis-plan` file holding `json`, removed when dropped.
+pub fn plan_file(json: &str) -> tempfile::NamedTempFile {
+    let plan = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(plan.path(), json).unwrap();
+    plan
+}
+
 /// Why PostgreSQL runs (primary and standbys) cannot be made here, if they cannot: a
 /// missing server program, or a harness running as root without the `postgres` account.
 pub fn postgres_unavailable() -> Option<String> {

@@ -9,17 +9,19 @@ use crate::core::{Core, Effect, Reply, Request, Status};
 use crate::peer::PeerNet;
 use crate::storage::{StorageError, Store};
 use crate::types::{Message, ReplicaId};
+use splitbrain_target_runtime::turns::{run_turns, storage_failure, TurnLimits, TurnTaker};
 use splitbrain_target_runtime::OffsetClock;
 use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// Loop period when idle; bounds timer precision.
-const TICK: Duration = Duration::from_millis(5);
-/// Most events handled per turn.
-const MAX_BATCH: usize = 1024;
+/// A turn: up to 5 ms idle (the timers' precision), at most 1024 events.
+const LIMITS: TurnLimits = TurnLimits {
+    tick: Duration::from_millis(5),
+    max_batch: 1024,
+};
 
 /// Input of the node thread.
 #[derive(Debug)]
@@ -86,31 +88,21 @@ struct Runner {
 }
 
 fn fatal(e: &StorageError) -> ! {
-    eprintln!("splitbrain-bayou: storage failure, stopping: {e}");
-    std::process::exit(2);
+    storage_failure("splitbrain-bayou", e)
 }
 
-impl Runner {
-    fn run(&mut self) {
-        // Recovery output (a primary's re-commits, a checkpoint) goes out first.
+impl TurnTaker for Runner {
+    type Event = Event;
+
+    fn inbound(&self) -> &Receiver<Event> {
+        &self.rx
+    }
+
+    fn end_turn(&mut self) {
+        self.core.tick(self.clock.now_ms());
         self.flush_effects();
-        loop {
-            match self.rx.recv_timeout(TICK) {
-                Ok(ev) => self.handle(ev),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            for _ in 0..MAX_BATCH {
-                match self.rx.try_recv() {
-                    Ok(ev) => self.handle(ev),
-                    Err(_) => break,
-                }
-            }
-            self.core.tick(self.clock.now_ms());
-            self.flush_effects();
-            if let Ok(mut st) = self.status.lock() {
-                *st = self.core.status();
-            }
+        if let Ok(mut st) = self.status.lock() {
+            *st = self.core.status();
         }
     }
 
@@ -125,6 +117,14 @@ impl Runner {
                 self.core.client(req, request, now);
             }
         }
+    }
+}
+
+impl Runner {
+    fn run(&mut self) {
+        // Recovery output (a primary's re-commits, a checkpoint) goes out first.
+        self.flush_effects();
+        run_turns(self, LIMITS);
     }
 
     /// Disk first (one fsync), then messages and replies.

@@ -13,9 +13,10 @@ use crate::model::{self, Gemm};
 use crate::net::{Inbound, PeerNet};
 use crate::shm::generations::GenerationGroups;
 use crate::store::{CkptMeta, StepRecord, Store};
+use splitbrain_target_runtime::turns::{run_turns, storage_failure, TurnLimits, TurnTaker};
 use splitbrain_target_runtime::OffsetClock;
 use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,8 +24,11 @@ use std::time::Duration;
 /// rank can be away and still come back to records it lost.
 const HISTORY_STEPS: u64 = 512;
 
-/// Loop period when idle; bounds timer precision.
-const TICK: Duration = Duration::from_millis(5);
+/// A turn: up to 5 ms idle (the timers' precision), at most 4096 messages.
+const LIMITS: TurnLimits = TurnLimits {
+    tick: Duration::from_millis(5),
+    max_batch: 4096,
+};
 
 /// Driver-level bugs (the data position and the sampler).
 #[derive(Debug, Clone, Copy, Default)]
@@ -109,8 +113,41 @@ pub struct Driver {
 }
 
 fn fatal(e: &dyn std::fmt::Display) -> ! {
-    eprintln!("splitbrain-ddp: storage failure, stopping: {e}");
-    std::process::exit(2);
+    storage_failure("splitbrain-ddp", e)
+}
+
+/// The driver's turns: messages to the core; at a turn's end a tick, the core's outputs,
+/// and the compute step they asked for, if any.
+struct DriverTurns<'a> {
+    driver: &'a mut Driver,
+    /// The step (and its slice) the core asked this rank to compute next.
+    compute: Option<(u64, Slice)>,
+}
+
+impl TurnTaker for DriverTurns<'_> {
+    type Event = Inbound;
+
+    fn inbound(&self) -> &Receiver<Inbound> {
+        &self.driver.rx
+    }
+
+    fn handle(&mut self, m: Inbound) {
+        let now = self.driver.now();
+        self.driver.core.on_message(m.from, m.msg, now);
+    }
+
+    fn end_turn(&mut self) {
+        let d = &mut *self.driver;
+        let now = d.now();
+        d.core.tick(now);
+        d.handle_outputs(&mut self.compute);
+        if let Some((step, slice)) = self.compute.take() {
+            if !d.step_delay.is_zero() {
+                std::thread::sleep(d.step_delay);
+            }
+            d.run_step(step, slice, &mut self.compute);
+        }
+    }
 }
 
 impl Driver {
@@ -118,40 +155,21 @@ impl Driver {
         self.clock.now_ms()
     }
 
-    /// Runs forever (until the inbound channel closes).
+    /// Runs until the inbound channel closes.
     pub fn run(mut self) {
-        let mut compute = None;
-        loop {
-            match self.rx.recv_timeout(TICK) {
-                Ok(m) => {
-                    let now = self.now();
-                    self.core.on_message(m.from, m.msg, now);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            self.drain_inbound();
-            let now = self.now();
-            self.core.tick(now);
-            self.handle_outputs(&mut compute);
-            if let Some((step, slice)) = compute.take() {
-                if !self.step_delay.is_zero() {
-                    std::thread::sleep(self.step_delay);
-                }
-                self.run_step(step, slice, &mut compute);
-            }
-        }
+        let mut turns = DriverTurns {
+            driver: &mut self,
+            compute: None,
+        };
+        run_turns(&mut turns, LIMITS);
     }
 
+    /// Messages that arrived during a compute step, fed to the core between its buckets.
     fn drain_inbound(&mut self) {
-        for _ in 0..4096 {
-            match self.rx.try_recv() {
-                Ok(m) => {
-                    let now = self.now();
-                    self.core.on_message(m.from, m.msg, now);
-                }
-                Err(_) => break,
-            }
+        for _ in 0..LIMITS.max_batch {
+            let Ok(m) = self.rx.try_recv() else { break };
+            let now = self.now();
+            self.core.on_message(m.from, m.msg, now);
         }
     }
 

@@ -13,20 +13,22 @@ use crate::state::{Command, KvState, Outcome};
 use crate::storage::{Storage, StorageError};
 use serde::Serialize;
 use serde_json::{json, Value};
+use splitbrain_target_runtime::turns::{run_turns, TurnLimits, TurnTaker};
 use splitbrain_target_runtime::OffsetClock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// Compact the log after this many applied entries.
 const SNAPSHOT_EVERY: u64 = 1000;
-/// Loop period when idle; bounds timer precision.
-const TICK: Duration = Duration::from_millis(5);
-/// Most events handled per loop turn (one fsync each turn).
-const MAX_BATCH: usize = 1024;
+/// A turn (one fsync each): up to 5 ms idle (the timers' precision), at most 1024 events.
+const LIMITS: TurnLimits = TurnLimits {
+    tick: Duration::from_millis(5),
+    max_batch: 1024,
+};
 
 /// A client operation, already validated.
 #[derive(Clone, Debug)]
@@ -144,7 +146,7 @@ pub fn spawn_shard(settings: ShardSettings) -> Result<ShardHandle, StorageError>
     };
     std::thread::Builder::new()
         .name(format!("shard-{}", runner.settings.shard))
-        .spawn(move || runner.run())
+        .spawn(move || run_turns(&mut runner, LIMITS))
         .map_err(|e| StorageError::Io {
             path: PathBuf::from("<thread>"),
             source: e,
@@ -185,44 +187,37 @@ fn not_leader(leader: Option<NodeId>) -> Value {
     json!({"type": "fail", "error": "not-leader", "leader": leader})
 }
 
-impl Runner {
-    fn run(&mut self) {
-        loop {
-            match self.rx.recv_timeout(TICK) {
-                Ok(ev) => self.handle(ev),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            for _ in 0..MAX_BATCH {
-                match self.rx.try_recv() {
-                    Ok(ev) => self.handle(ev),
-                    Err(_) => break,
-                }
-            }
-            self.core.tick(self.settings.clock.now_ms());
-            if self.core.violations() > self.violations_logged {
-                // Only reachable with a bug on: make it visible in the node's log.
-                self.violations_logged = self.core.violations();
-                eprintln!(
-                    "splitbrain-kv: shard {}: SAFETY VIOLATION: asked to overwrite a committed entry ({} so far, term {})",
-                    self.settings.shard,
-                    self.violations_logged,
-                    self.core.term()
-                );
-            }
-            // A bounded number of rounds: applying can trigger compaction, which needs
-            // one more persist.
-            for _ in 0..4 {
-                if !self.process_ready() {
-                    break;
-                }
-            }
-            if let Err(e) = self.storage.maybe_flush() {
-                fatal(&e);
-            }
-            self.expire();
-            self.publish_status();
+impl TurnTaker for Runner {
+    type Event = ShardEvent;
+
+    fn inbound(&self) -> &Receiver<ShardEvent> {
+        &self.rx
+    }
+
+    fn end_turn(&mut self) {
+        self.core.tick(self.settings.clock.now_ms());
+        if self.core.violations() > self.violations_logged {
+            // Only reachable with a bug on: make it visible in the node's log.
+            self.violations_logged = self.core.violations();
+            eprintln!(
+                "splitbrain-kv: shard {}: SAFETY VIOLATION: asked to overwrite a committed entry ({} so far, term {})",
+                self.settings.shard,
+                self.violations_logged,
+                self.core.term()
+            );
         }
+        // A bounded number of rounds: applying can trigger compaction, which needs
+        // one more persist.
+        for _ in 0..4 {
+            if !self.process_ready() {
+                break;
+            }
+        }
+        if let Err(e) = self.storage.maybe_flush() {
+            fatal(&e);
+        }
+        self.expire();
+        self.publish_status();
     }
 
     fn handle(&mut self, ev: ShardEvent) {
@@ -232,7 +227,9 @@ impl Runner {
             ShardEvent::Client { op, reply } => self.client(now, op, reply),
         }
     }
+}
 
+impl Runner {
     fn client(&mut self, now: i64, op: ClientOp, reply: oneshot::Sender<Value>) {
         let deadline = Instant::now() + self.settings.request_timeout;
         let cmd = match op.f.as_str() {

@@ -1,6 +1,6 @@
 //! Runtime shared by splitbrain's bundled targets (reference systems).
 //!
-//! Four small pieces every bundled server needs:
+//! Five small pieces every bundled server needs:
 //!
 //! - [`clock::OffsetClock`]: the node's notion of time. Every timer and lease decision of a
 //!   bundled node reads `monotonic clock + offset`, and the harness moves the offset through
@@ -10,6 +10,8 @@
 //!   which serves `GET/POST /admin/clock`.
 //! - [`cli`]: command-line conventions, e.g. parsing `--peer ID=ADDR`.
 //! - [`peer`]: the node-to-node transport, newline-delimited JSON frames over TCP.
+//! - [`turns`]: the node thread's turn loop that drives a sans-IO core (events, tick,
+//!   persist, then send), and how a node stops when its disk fails.
 //!
 //! Targets must not depend on any harness crate: they are separate programs spoken to over
 //! the network. This crate is the only code they share.
@@ -18,6 +20,7 @@ pub mod cli;
 pub mod clock;
 pub mod http;
 pub mod peer;
+pub mod turns;
 
 pub use clock::OffsetClock;
 

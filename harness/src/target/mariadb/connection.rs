@@ -2,7 +2,10 @@
 //! stored as comma-separated text (`CONCAT` appends, as Jepsen's MariaDB test does), and
 //! which server errors refuse a transaction.
 
-use crate::target::sql::{Answer, Cell, ErrorKind, SqlError, SqlServer, SqlSession, Stmt, Table};
+use crate::target::sql::{
+    answer_result, simple_result, Answer, Cell, ErrorKind, SqlError, SqlServer, SqlSession, Stmt,
+    Table, TxnTrace,
+};
 use crate::target::BoxFuture;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Params, Row, Value as MyValue};
@@ -141,57 +144,81 @@ pub struct MariaDbSession {
     conn: Conn,
 }
 
-impl SqlSession for MariaDbSession {
-    fn begin(&mut self) -> BoxFuture<'_, Result<(), SqlError>> {
-        Box::pin(async move {
-            self.conn
-                .query_drop("START TRANSACTION")
-                .await
-                .map_err(|e| classify(&e))
-        })
+impl MariaDbSession {
+    /// Runs a statement without parameters or rows (`START TRANSACTION`, `COMMIT`),
+    /// recorded in `trace`.
+    async fn simple(&mut self, text: &str, trace: &mut TxnTrace) -> Result<(), SqlError> {
+        let sent = trace.now_us();
+        let done = self.conn.query_drop(text).await.map_err(|e| classify(&e));
+        trace.statement(sent, text, serde_json::json!([]), simple_result(&done));
+        done
     }
 
-    fn run<'a>(&'a mut self, stmt: &'a Stmt) -> BoxFuture<'a, Result<Answer, SqlError>> {
-        Box::pin(async move {
-            let (text, params) = sql(stmt);
-            let rows: Vec<Row> = self
-                .conn
-                .exec(text, Params::Positional(params))
-                .await
-                .map_err(|e| classify(&e))?;
-            let list = matches!(
-                stmt,
-                Stmt::Read {
-                    table: Table::Lists,
-                    ..
-                }
-            );
-            let mut answer = Answer {
-                affected: self.conn.affected_rows(),
-                rows: Vec::with_capacity(rows.len()),
-            };
-            for row in rows {
-                let cells = row
-                    .unwrap_raw()
-                    .into_iter()
-                    .map(|v| cell(v.unwrap_or(MyValue::NULL), list))
-                    .collect::<Result<Vec<Cell>, String>>()
-                    // The server answered, but not as the table holds values: the
-                    // transaction is ours to roll back.
-                    .map_err(|e| SqlError::new(ErrorKind::Rejected, e))?;
-                answer.rows.push(cells);
+    async fn answer(&mut self, stmt: &Stmt) -> Result<Answer, SqlError> {
+        let (text, params) = sql(stmt);
+        let rows: Vec<Row> = self
+            .conn
+            .exec(text, Params::Positional(params))
+            .await
+            .map_err(|e| classify(&e))?;
+        let list = matches!(
+            stmt,
+            Stmt::Read {
+                table: Table::Lists,
+                ..
             }
-            Ok(answer)
+        );
+        let mut answer = Answer {
+            affected: self.conn.affected_rows(),
+            rows: Vec::with_capacity(rows.len()),
+        };
+        for row in rows {
+            let cells = row
+                .unwrap_raw()
+                .into_iter()
+                .map(|v| cell(v.unwrap_or(MyValue::NULL), list))
+                .collect::<Result<Vec<Cell>, String>>()
+                // The server answered, but not as the table holds values: the
+                // transaction is ours to roll back.
+                .map_err(|e| SqlError::new(ErrorKind::Rejected, e))?;
+            answer.rows.push(cells);
+        }
+        Ok(answer)
+    }
+}
+
+impl SqlSession for MariaDbSession {
+    fn begin<'a>(&'a mut self, trace: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>> {
+        trace.set("database", serde_json::json!("mariadb"));
+        Box::pin(self.simple("START TRANSACTION", trace))
+    }
+
+    fn run<'a>(
+        &'a mut self,
+        stmt: &'a Stmt,
+        trace: &'a mut TxnTrace,
+    ) -> BoxFuture<'a, Result<Answer, SqlError>> {
+        Box::pin(async move {
+            let sent = trace.now_us();
+            let answer = self.answer(stmt).await;
+            if trace.on() {
+                let (text, params) = sql(stmt);
+                let params: Vec<i64> = params
+                    .iter()
+                    .filter_map(|p| match p {
+                        MyValue::Int(i) => Some(*i),
+                        _ => None,
+                    })
+                    .collect();
+                let result = answer_result(stmt, &answer);
+                trace.statement(sent, text, serde_json::json!(params), result);
+            }
+            answer
         })
     }
 
-    fn commit(&mut self) -> BoxFuture<'_, Result<(), SqlError>> {
-        Box::pin(async move {
-            self.conn
-                .query_drop("COMMIT")
-                .await
-                .map_err(|e| classify(&e))
-        })
+    fn commit<'a>(&'a mut self, trace: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>> {
+        Box::pin(self.simple("COMMIT", trace))
     }
 
     fn rollback(&mut self) -> BoxFuture<'_, Result<(), SqlError>> {
@@ -216,10 +243,6 @@ pub struct MariaDbServer {
 
 impl SqlServer for MariaDbServer {
     type Session = MariaDbSession;
-
-    fn addr(&self) -> SocketAddr {
-        self.addr
-    }
 
     fn node(&self) -> &str {
         &self.node

@@ -30,7 +30,7 @@ use super::{
     TargetOptions,
 };
 use crate::cluster::NodeLayout;
-use crate::target::sql::{SqlClient, Table};
+use crate::target::sql::{RunStatementLog, SqlClient, Table};
 use connection::{connect, status, MariaDbServer};
 use mysql_async::prelude::Queryable;
 use std::net::SocketAddr;
@@ -47,9 +47,45 @@ const PROBE: Duration = Duration::from_millis(500);
 const READ_MODES: [&str; 3] = ["repeatable-read", "read-committed", "serializable"];
 
 /// MariaDB, one server or a Galera cluster, with the server settings of `--setting`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MariaDbTarget {
     settings: Vec<(String, String)>,
+    /// `splitbrain.statement_log=on|off` (default on): every statement in the run's
+    /// `statements.jsonl`.
+    statement_log: bool,
+    /// The run's log, opened when n1's arguments are made.
+    log: RunStatementLog,
+}
+
+impl Default for MariaDbTarget {
+    fn default() -> MariaDbTarget {
+        MariaDbTarget {
+            settings: Vec::new(),
+            statement_log: true,
+            log: RunStatementLog::default(),
+        }
+    }
+}
+
+/// Splits `--setting`s into the client's own (`splitbrain.statement_log`) and the
+/// server's variables.
+fn target_of_settings(given: &[String]) -> Result<MariaDbTarget, String> {
+    let mut target = MariaDbTarget::default();
+    let mut server = Vec::new();
+    for g in given {
+        match g.split_once('=') {
+            Some(("splitbrain.statement_log", "on")) => target.statement_log = true,
+            Some(("splitbrain.statement_log", "off")) => target.statement_log = false,
+            Some((name, _)) if name.starts_with("splitbrain.") => {
+                return Err(format!(
+                    "--setting {g}: the client's one setting is splitbrain.statement_log=on|off"
+                ))
+            }
+            _ => server.push(g.clone()),
+        }
+    }
+    target.settings = config::parse_settings(&server)?;
+    Ok(target)
 }
 
 impl MariaDbTarget {
@@ -74,7 +110,7 @@ impl Target for MariaDbTarget {
         "mariadb"
     }
     fn description(&self) -> &'static str {
-        "MariaDB 10.11 (Debian mariadb-server, unmodified): --nodes 1 one server, more a Galera cluster (galera-4) taking writes at every node; read modes = isolation levels; --setting NAME=VALUE for server variables (innodb_flush_log_at_trx_commit, innodb_snapshot_isolation, wsrep_sync_wait); as root one network namespace per node"
+        "MariaDB 10.11 (Debian mariadb-server, unmodified): --nodes 1 one server, more a Galera cluster (galera-4) taking writes at every node; read modes = isolation levels; --setting NAME=VALUE for server variables (innodb_flush_log_at_trx_commit, innodb_snapshot_isolation, wsrep_sync_wait), splitbrain.statement_log=on|off (default on: statements.jsonl); as root one network namespace per node"
     }
     fn binary_name(&self) -> &'static str {
         if Self::root() {
@@ -135,10 +171,7 @@ impl Target for MariaDbTarget {
         vec!["setting"]
     }
     fn with_settings(&self, settings: &[String]) -> Option<Result<Arc<dyn Target>, String>> {
-        Some(
-            config::parse_settings(settings)
-                .map(|settings| Arc::new(MariaDbTarget { settings }) as Arc<dyn Target>),
-        )
+        Some(target_of_settings(settings).map(|t| Arc::new(t) as Arc<dyn Target>))
     }
     fn refuses_fault(&self, fault: &str) -> Option<String> {
         (!Self::namespaced() && splitbrain_nemesis::NETWORK_FAULTS.contains(&fault)).then(|| {
@@ -150,13 +183,16 @@ impl Target for MariaDbTarget {
 
     fn node_args(
         &self,
-        _i: usize,
+        i: usize,
         _client_addr: SocketAddr,
         _peer_listen: SocketAddr,
         _peer_addrs: &[SocketAddr],
         data_dir: &std::path::Path,
         _opts: &TargetOptions,
     ) -> Vec<String> {
+        if i == 0 && self.statement_log {
+            self.log.open_above(data_dir);
+        }
         let defaults = format!(
             "--defaults-file={}",
             WorkDir::for_node(data_dir).option_file().display()
@@ -286,11 +322,10 @@ impl Target for MariaDbTarget {
             node: format!("n{}", i + 1),
             isolation: config::isolation_level(mode).unwrap_or("REPEATABLE READ"),
         };
-        Box::new(SqlClient::new(
-            server,
-            Table::for_workload(&opts.workload),
-            opts.op_timeout,
-        ))
+        Box::new(
+            SqlClient::new(server, Table::for_workload(&opts.workload), opts.op_timeout)
+                .with_log(self.log.get(), home),
+        )
     }
 }
 
@@ -352,5 +387,16 @@ mod tests {
             .unwrap();
         assert_eq!(with.name(), "mariadb");
         assert!(t.with_settings(&["bad setting".into()]).unwrap().is_err());
+    }
+
+    #[test]
+    fn the_statement_log_is_on_unless_turned_off_and_other_client_settings_are_refused() {
+        let on = target_of_settings(&["innodb_flush_log_at_trx_commit=0".into()]).unwrap();
+        assert!(on.statement_log);
+        assert_eq!(on.settings.len(), 1);
+        let off = target_of_settings(&["splitbrain.statement_log=off".into()]).unwrap();
+        assert!(!off.statement_log);
+        assert!(off.settings.is_empty());
+        assert!(target_of_settings(&["splitbrain.append=upsert".into()]).is_err());
     }
 }

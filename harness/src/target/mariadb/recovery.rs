@@ -180,11 +180,15 @@ pub struct NodeState {
     pub node: usize,
     /// `wsrep_cluster_status` is `Primary`.
     pub primary: bool,
-    /// `wsrep_last_committed`.
+    /// `wsrep_last_committed`; for a node that did not answer, the position it started
+    /// from (it has applied nothing since: it was never in a primary component).
     pub last_committed: i64,
     /// `wsrep_cluster_size`: the members of its current view, killed ones included until
     /// it has noticed they are gone.
     pub size: usize,
+    /// It answered SQL; else this is what its log says (a node that waits for its first
+    /// state transfer runs no SQL).
+    pub answered: bool,
 }
 
 /// What the running nodes' answers say about the quorum, just before a killed node
@@ -194,10 +198,14 @@ pub enum Quorum {
     /// A primary component that keeps a majority of its view among the running nodes:
     /// the killed node joins it.
     Held,
-    /// Every node that answered is outside a primary component, and a majority of the
-    /// cluster is down, so none will form one by itself: the quorum is to be reset on
-    /// `best`, the most advanced of them.
-    Lost { best: usize, last_committed: i64 },
+    /// No running node is in a primary component, and none will form one by itself: the
+    /// quorum is to be reset on `best`, the most advanced of them (`answered`: it runs
+    /// SQL, so `pc.bootstrap` can reach it).
+    Lost {
+        best: usize,
+        last_committed: i64,
+        answered: bool,
+    },
     /// Not known yet: no node answered, or a node still reports the primary view it had
     /// before the kill, counting killed members, without which it will lose quorum once
     /// it notices (after `evs.suspect_timeout`), or nodes enough to keep quorum are
@@ -205,39 +213,95 @@ pub enum Quorum {
     Unsettled,
 }
 
-/// Judges `states` (the running nodes that answered), `live` nodes running of a
-/// cluster of `n`.
+/// Judges `states` (what the running nodes said, by SQL or in their logs), `live` nodes
+/// running of a cluster of `n`; `settled`: the states have not changed for
+/// [`QUORUM_SETTLE`].
 ///
 /// A primary view is only trusted when its running members alone would be a majority
 /// of it: right after a majority is killed the survivor still reports `Primary` with
 /// the killed nodes in its view until `evs.suspect_timeout` has passed, and a restarted
 /// node that joins it then is left with it in a non-primary component that never
 /// becomes primary again (no member of the old primary view but the survivor is in it).
-pub fn quorum(states: &[NodeState], live: usize, n: usize) -> Quorum {
+///
+/// With a minority running, a component of them can never be primary by itself, so the
+/// first answer that they are all non-primary decides. With a majority running (a node
+/// restarted while another is down), a non-primary component may still become primary
+/// by itself (its members merging into the last primary view), so every running node
+/// has to have said where it is, non-primary, unchanged for [`QUORUM_SETTLE`]. That is
+/// the state of nodes restarted into a cluster whose only primary member was killed
+/// again before they joined it (they wait for a primary forever, answering no SQL), and
+/// of a survivor whose primary view lost its other member while a restarted node was
+/// connecting (it is non-primary with the newcomer, which never was in that view).
+pub fn quorum(states: &[NodeState], live: usize, n: usize, settled: bool) -> Quorum {
     if states.iter().any(|s| s.primary && 2 * live > s.size) {
         return Quorum::Held;
     }
     let all_non_primary = !states.is_empty() && states.iter().all(|s| !s.primary);
-    if !all_non_primary || 2 * live > n {
+    let majority_running = 2 * live > n;
+    if !all_non_primary || (majority_running && !(settled && states.len() >= live)) {
         return Quorum::Unsettled;
     }
     states
         .iter()
-        .max_by_key(|s| (s.last_committed, std::cmp::Reverse(s.node)))
+        .max_by_key(|s| (s.last_committed, s.answered, std::cmp::Reverse(s.node)))
         .map_or(Quorum::Unsettled, |s| Quorum::Lost {
             best: s.node,
             last_committed: s.last_committed,
+            answered: s.answered,
         })
 }
 
-/// When nodes run but a majority is down (a majority was killed: the survivors lose
-/// quorum and wait), resets the quorum as MariaDB's recovery guide tells an operator,
-/// once the survivors are seen outside a primary component (waiting up to
-/// [`QUORUM_BOUND`] for them to notice the kill): on the most advanced node, a survivor
-/// by `SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'` (node `i` then joins it),
-/// or node `i` itself when it holds more (it founds the cluster, which the survivors
-/// join). None while a primary component holds: node `i` just joins; also when the
-/// nodes did not settle within the bound (said in the logs).
+/// What node logs say of the component of a node that does not answer SQL, from the
+/// lines since its latest start: `WSREP: New COMPONENT: primary = no, bootstrap = no,
+/// my_idx = 0, memb_num = 2` (the last), and the position it started from (`WSREP:
+/// Setting GCS initial position to UUID:SEQNO`). None before it reached the group, or
+/// when it has been in a primary component since it started (it may have applied write
+/// sets since, so its start position says nothing of what it holds).
+pub fn logged_state(node: usize, log: &str) -> Option<NodeState> {
+    let since_start = log.rfind("] Starting MariaDB").map_or(log, |at| &log[at..]);
+    let mut component = None;
+    let mut start_seqno = None;
+    for line in since_start.lines() {
+        if let Some((_, rest)) = line.split_once("WSREP: New COMPONENT: primary = ") {
+            let primary = rest.starts_with("yes");
+            if primary {
+                return None;
+            }
+            let members = rest
+                .split_once("memb_num = ")?
+                .1
+                .trim()
+                .parse::<usize>()
+                .ok()?;
+            component = Some(members);
+        } else if let Some((_, at)) = line.split_once("Setting GCS initial position to ") {
+            start_seqno = at.trim().rsplit_once(':')?.1.parse::<i64>().ok();
+        }
+    }
+    Some(NodeState {
+        node,
+        primary: false,
+        last_committed: start_seqno?,
+        size: component?,
+        answered: false,
+    })
+}
+
+/// How long every running node's component must stay as it is before a restart, with
+/// a majority of nodes running, takes them for unable to form a primary component:
+/// members that can merge into one do within about a second of seeing each other.
+const QUORUM_SETTLE: Duration = Duration::from_secs(3);
+
+/// When no running node is in a primary component and none will form one by itself (a
+/// majority was killed: the survivors lose quorum and wait; or the one primary member
+/// was killed again before the restarted nodes joined it), resets the quorum as
+/// MariaDB's recovery guide tells an operator, once [`quorum`] says so (waiting up to
+/// [`QUORUM_BOUND`] for the survivors to notice the kill): on the most advanced node,
+/// a running one by `SET GLOBAL wsrep_provider_options='pc.bootstrap=YES'` (node `i`
+/// then joins it), or node `i` itself when it holds as much as any (it founds the
+/// cluster, which the running nodes join). None while a primary component holds: node
+/// `i` just joins; also when the nodes did not settle within the bound, or the most
+/// advanced is a node no SQL reaches (said in the logs).
 async fn reset_quorum(
     i: usize,
     layouts: &[NodeLayout],
@@ -248,23 +312,40 @@ async fn reset_quorum(
         .filter(|&j| running.get(j).copied().unwrap_or(false))
         .collect();
     let start = std::time::Instant::now();
-    let (best, best_seqno) = loop {
+    // The components last seen, and since when they have been as they are.
+    let mut seen: Vec<(usize, bool, usize)> = Vec::new();
+    let mut unchanged_since = start;
+    let (states, best, best_seqno, best_answered) = loop {
         let mut states = Vec::new();
         for &j in &live {
-            // A node that does not answer (starting, joining, paused) says nothing.
-            if let Some(state) = cluster_state(j, layouts[j].client_addr).await {
-                states.push(state);
-            }
+            // A node that runs no SQL (starting, waiting for a state transfer, paused)
+            // may still say in its log where it is.
+            let state = match cluster_state(j, layouts[j].client_addr).await {
+                Some(state) => Some(state),
+                None => std::fs::read_to_string(&layouts[j].log_file)
+                    .ok()
+                    .and_then(|log| logged_state(j, &log)),
+            };
+            states.extend(state);
         }
-        match quorum(&states, live.len(), layouts.len()) {
+        let now_seen: Vec<(usize, bool, usize)> =
+            states.iter().map(|s| (s.node, s.primary, s.size)).collect();
+        if now_seen != seen {
+            seen = now_seen;
+            unchanged_since = std::time::Instant::now();
+        }
+        let settled = unchanged_since.elapsed() >= QUORUM_SETTLE;
+        match quorum(&states, live.len(), layouts.len(), settled) {
             Quorum::Held => return Ok(None),
             Quorum::Lost {
                 best,
                 last_committed,
-            } => break (best, last_committed),
+                answered,
+            } => break (states, best, last_committed, answered),
             Quorum::Unsettled if start.elapsed() >= QUORUM_BOUND => {
                 let text = format!(
-                    "splitbrain: the running nodes neither held nor lost a primary component within {QUORUM_BOUND:?} ({states:?}); {} joins them as they are\n",
+                    "splitbrain: the running nodes neither held nor lost a primary component within {QUORUM_BOUND:?} ({}); {} joins them as they are\n",
+                    describe(&states, layouts),
                     layouts[i].name
                 );
                 for layout in layouts {
@@ -276,8 +357,10 @@ async fn reset_quorum(
         }
     };
     let waited = start.elapsed().as_secs_f64();
+    let seen = describe(&states, layouts);
     let mine = at.map_or(-1, |p| p.seqno);
-    let text = if mine > best_seqno {
+    // Of equals, the restarted node founds rather than a node no SQL reaches.
+    let text = if mine > best_seqno || (mine == best_seqno && !best_answered) {
         set_restart_options(&layouts[i], true, at)?;
         let grastate = WorkDir::for_node(&layouts[i].data_dir)
             .data()
@@ -287,10 +370,10 @@ async fn reset_quorum(
                 .map_err(|e| format!("writing {}: {e}", grastate.display()))?;
         }
         format!(
-            "splitbrain: no running node is primary (seen {waited:.1} s into the restart; {} at seqno {best_seqno} is the most advanced of them); {} at seqno {mine} founds the cluster again\n",
-            layouts[best].name, layouts[i].name
+            "splitbrain: no running node is primary nor will be by itself (seen {waited:.1} s into the restart: {seen}); {} at seqno {mine} holds as much as any and founds the cluster again\n",
+            layouts[i].name
         )
-    } else {
+    } else if best_answered {
         let mut conn = connection::connect_admin(layouts[best].client_addr, PROBE).await?;
         tokio::time::timeout(
             PROBE * 4,
@@ -301,14 +384,46 @@ async fn reset_quorum(
         .map_err(|e| format!("resetting the quorum on {}: {e}", layouts[best].name))?;
         set_restart_options(&layouts[i], false, at)?;
         format!(
-            "splitbrain: no running node was primary (seen {waited:.1} s into the restart); the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
+            "splitbrain: no running node was primary nor would be by itself (seen {waited:.1} s into the restart: {seen}); the quorum was reset on {} (seqno {best_seqno}, pc.bootstrap=YES), {} joins it\n",
             layouts[best].name, layouts[i].name
         )
+    } else {
+        // Founding at `mine` would drop what the most advanced node holds beyond it.
+        let text = format!(
+            "splitbrain: no running node is primary (seen {waited:.1} s into the restart: {seen}), but the most advanced, {} at seqno {best_seqno}, runs no SQL to reset the quorum on, and {} at seqno {mine} holds less; {} joins them as they are\n",
+            layouts[best].name, layouts[i].name, layouts[i].name
+        );
+        for layout in layouts {
+            note(layout, &text);
+        }
+        return Ok(None);
     };
     for layout in layouts {
         note(layout, &text);
     }
     Ok(Some(vec![i]))
+}
+
+/// The running nodes' states for a node log: `n3 non-primary in a view of 2 at seqno
+/// 62 (SQL)`, `(log)` for what a node's log said.
+fn describe(states: &[NodeState], layouts: &[NodeLayout]) -> String {
+    if states.is_empty() {
+        return "none answered nor logged a component".into();
+    }
+    states
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} in a view of {} at seqno {} ({})",
+                layouts[s.node].name,
+                if s.primary { "primary" } else { "non-primary" },
+                s.size,
+                s.last_committed,
+                if s.answered { "SQL" } else { "log" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What node `node` at `addr` says of its component; None when it does not answer.
@@ -333,6 +448,7 @@ async fn cluster_state(node: usize, addr: std::net::SocketAddr) -> Option<NodeSt
         primary: value("wsrep_cluster_status")? == "Primary",
         last_committed: value("wsrep_last_committed")?.parse().ok()?,
         size: value("wsrep_cluster_size")?.parse().ok()?,
+        answered: true,
     })
 }
 
@@ -455,45 +571,126 @@ mod tests {
         assert_eq!(founder(&[None, at(3), None], 0), 1);
     }
 
-    #[test]
-    fn a_primary_view_counting_killed_members_is_not_trusted_until_it_settles() {
-        let state = |node, primary, last_committed, size| NodeState {
+    fn state(node: usize, primary: bool, last_committed: i64, size: usize) -> NodeState {
+        NodeState {
             node,
             primary,
             last_committed,
             size,
-        };
+            answered: true,
+        }
+    }
+
+    #[test]
+    fn a_primary_view_counting_killed_members_is_not_trusted_until_it_settles() {
         // One of three killed: the two survivors keep a majority of their old view.
         assert_eq!(
-            quorum(&[state(0, true, 9, 3), state(2, true, 9, 3)], 2, 3),
+            quorum(&[state(0, true, 9, 3), state(2, true, 9, 3)], 2, 3, false),
             Quorum::Held
         );
         // Two of three killed, the survivor not yet aware: its view still counts them.
-        assert_eq!(quorum(&[state(0, true, 9, 3)], 1, 3), Quorum::Unsettled);
-        // ... then aware: non-primary, and the reset goes to it.
         assert_eq!(
-            quorum(&[state(0, false, 9, 1)], 1, 3),
+            quorum(&[state(0, true, 9, 3)], 1, 3, true),
+            Quorum::Unsettled
+        );
+        // ... then aware: non-primary, and the reset goes to it at once (a minority
+        // runs, so no primary can form without it).
+        assert_eq!(
+            quorum(&[state(0, false, 9, 1)], 1, 3, false),
             Quorum::Lost {
                 best: 0,
-                last_committed: 9
+                last_committed: 9,
+                answered: true
             }
         );
         // After the reset the survivor is primary alone; the next node joins it.
-        assert_eq!(quorum(&[state(0, true, 9, 1)], 2, 3), Quorum::Held);
+        assert_eq!(quorum(&[state(0, true, 9, 1)], 2, 3, false), Quorum::Held);
         // Of several non-primary survivors (five nodes, three killed) the most advanced.
         assert_eq!(
-            quorum(&[state(1, false, 7, 2), state(4, false, 8, 2)], 2, 5),
+            quorum(&[state(1, false, 7, 2), state(4, false, 8, 2)], 2, 5, false),
             Quorum::Lost {
                 best: 4,
-                last_committed: 8
+                last_committed: 8,
+                answered: true
             }
         );
-        // A majority runs but is between views: wait rather than found a second primary.
+        // Nobody answered nor logged a component.
+        assert_eq!(quorum(&[], 1, 3, true), Quorum::Unsettled);
+    }
+
+    #[test]
+    fn a_majority_of_running_nodes_outside_a_primary_is_reset_only_once_it_settles() {
+        // A survivor non-primary in a view with a restarted node that was never in its
+        // primary view (n1 said so in its log): between views at first ...
+        let joiner = NodeState {
+            answered: false,
+            ..state(0, false, 62, 2)
+        };
+        let survivor = state(2, false, 80, 2);
+        assert_eq!(quorum(&[joiner, survivor], 2, 3, false), Quorum::Unsettled);
+        // ... and unable to become primary once that lasts.
         assert_eq!(
-            quorum(&[state(0, false, 9, 2), state(1, false, 9, 2)], 2, 3),
-            Quorum::Unsettled
+            quorum(&[joiner, survivor], 2, 3, true),
+            Quorum::Lost {
+                best: 2,
+                last_committed: 80,
+                answered: true
+            }
         );
-        // Nobody answered.
-        assert_eq!(quorum(&[], 1, 3), Quorum::Unsettled);
+        // A running node said nothing (still starting): it might yet be primary.
+        assert_eq!(quorum(&[survivor], 2, 3, true), Quorum::Unsettled);
+        // Restarted nodes waiting for a primary that was killed again: none answers,
+        // both logged; of equals the one that answers would be preferred, here neither.
+        let waiting = |node| NodeState {
+            answered: false,
+            ..state(node, false, 62, 2)
+        };
+        assert_eq!(
+            quorum(&[waiting(0), waiting(1)], 2, 3, true),
+            Quorum::Lost {
+                best: 0,
+                last_committed: 62,
+                answered: false
+            }
+        );
+        assert_eq!(
+            quorum(&[waiting(0), state(1, false, 62, 2)], 2, 3, true),
+            Quorum::Lost {
+                best: 1,
+                last_committed: 62,
+                answered: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_node_waiting_for_a_primary_says_so_in_its_log() {
+        let earlier = "2026-12-04 21:45:00 0 [Note] Starting MariaDB 10.11.19-MariaDB as process 1\n\
+                       2026-12-04 21:45:01 0 [Note] WSREP: New COMPONENT: primary = yes, bootstrap = no, my_idx = 0, memb_num = 3\n";
+        let restart = "2026-12-04 21:46:07 0 [Note] Starting MariaDB 10.11.19-MariaDB as process 2\n\
+                       2026-12-04 21:46:08 0 [Note] WSREP: Setting GCS initial position to 10fd4e8e-f02c-11f1-88db-5684f54bcdb0:62\n\
+                       2026-12-04 21:46:09 0 [Note] WSREP: New COMPONENT: primary = no, bootstrap = no, my_idx = 0, memb_num = 1\n\
+                       2026-12-04 21:46:09 0 [Note] WSREP: New COMPONENT: primary = no, bootstrap = no, my_idx = 0, memb_num = 2\n";
+        // Only the lines since the latest start count: the earlier primary view is gone.
+        let log = format!("{earlier}{restart}");
+        assert_eq!(
+            logged_state(1, &log),
+            Some(NodeState {
+                node: 1,
+                primary: false,
+                last_committed: 62,
+                size: 2,
+                answered: false
+            })
+        );
+        // Not yet in the group: nothing to say.
+        let starting = restart.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert_eq!(logged_state(1, &format!("{earlier}{starting}")), None);
+        // Primary since its start: it may have applied write sets beyond its start.
+        let joined = format!(
+            "{log}2026-12-04 21:46:20 0 [Note] WSREP: New COMPONENT: primary = yes, bootstrap = no, my_idx = 0, memb_num = 3\n\
+             2026-12-04 21:46:25 0 [Note] WSREP: New COMPONENT: primary = no, bootstrap = no, my_idx = 0, memb_num = 1\n"
+        );
+        assert_eq!(logged_state(1, &joined), None);
     }
 }

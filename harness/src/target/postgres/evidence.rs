@@ -6,7 +6,7 @@
 //! A history op is matched to its log line by worker slot and sequence: the n-th op a
 //! client process `p` of slot `p mod concurrency` invoked is the log's line (slot, n).
 
-use super::statement_log::FILE_NAME;
+use crate::target::sql::STATEMENT_LOG_FILE as FILE_NAME;
 use serde_json::{json, Value};
 use splitbrain_checkers::{CheckResult, History, OpType, Process};
 use std::collections::HashMap;
@@ -89,6 +89,7 @@ pub fn annotate(
     for r in results.iter_mut() {
         let mut text = String::new();
         let mut all_confirmed = true;
+        let mut confirmable = true;
         let mut any = false;
         let anomalies = r
             .details
@@ -123,6 +124,11 @@ pub fn annotate(
                     names[0]
                 );
                 text.push_str(&render(&txns));
+                if !lines.values().any(|l| is_postgres(l)) {
+                    // Only PostgreSQL's session asks the server about each transaction.
+                    confirmable = false;
+                    continue;
+                }
                 let c = confirm(steps, &lines, &log);
                 all_confirmed &= c.confirmed;
                 for l in &c.lines {
@@ -135,7 +141,9 @@ pub fn annotate(
         }
         if let Value::Object(d) = &mut r.details {
             d.insert("statement_log".into(), json!(text));
-            d.insert("statement_log_confirmed".into(), json!(all_confirmed));
+            if confirmable {
+                d.insert("statement_log_confirmed".into(), json!(all_confirmed));
+            }
         }
     }
 }
@@ -147,6 +155,14 @@ pub struct Confirmation {
     pub confirmed: bool,
     /// What was shown, and what was not.
     pub lines: Vec<String>,
+}
+
+/// True for a line PostgreSQL's session wrote: it asked the server about the transaction
+/// (backend, xid, isolation, status after COMMIT), so the line can confirm what the
+/// server said. (Logs written before lines named their database have a `pid` only.)
+fn is_postgres(line: &Value) -> bool {
+    line["database"] == "postgresql"
+        || (line.get("database").is_none() && line.get("pid").is_some())
 }
 
 fn statements(line: &Value) -> &[Value] {
@@ -382,18 +398,22 @@ pub fn render(txns: &[(String, Option<&Value>)]) -> String {
             Value::String(s) => s.clone(),
             v => v.to_string(),
         };
-        let _ = writeln!(
-            out,
-            "  {name}: {} on {} pid {}, xid {}, {}; xact_status {}, commit LSN <= {}, commit time {}",
-            s("outcome"),
-            s("node"),
-            s("pid"),
-            s("xid"),
-            s("isolation"),
-            s("xact_status"),
-            s("commit_lsn_after"),
-            s("commit_timestamp")
-        );
+        if is_postgres(l) {
+            let _ = writeln!(
+                out,
+                "  {name}: {} on {} pid {}, xid {}, {}; xact_status {}, commit LSN <= {}, commit time {}",
+                s("outcome"),
+                s("node"),
+                s("pid"),
+                s("xid"),
+                s("isolation"),
+                s("xact_status"),
+                s("commit_lsn_after"),
+                s("commit_timestamp")
+            );
+        } else {
+            let _ = writeln!(out, "  {name}: {} on {}", s("outcome"), s("node"));
+        }
         for st in l["statements"].as_array().into_iter().flatten() {
             let sent = st["sent_us"].as_u64().unwrap_or(0);
             let done = st["done_us"].as_u64().unwrap_or(0);
@@ -482,6 +502,21 @@ mod tests {
 
     /// A statement-log line of a committed serializable transaction with `stmts`
     /// (sql, params, result) between its BEGIN and COMMIT.
+    #[test]
+    fn a_line_of_another_database_is_shown_without_postgresql_fields() {
+        let maria = json!({"database": "mariadb", "outcome": "ok", "node": "n2", "statements": [
+            {"sent_us": 1000, "done_us": 1200, "sql": "START TRANSACTION", "params": [], "result": "ok"}]});
+        assert!(!is_postgres(&maria));
+        let text = render(&[("T3".into(), Some(&maria))]);
+        assert!(text.contains("T3: ok on n2"), "{text}");
+        assert!(!text.contains("xid"), "{text}");
+        assert!(is_postgres(&json!({"database": "postgresql"})));
+        assert!(
+            is_postgres(&json!({"pid": 7})),
+            "a log from before the field"
+        );
+    }
+
     fn txn(xid: Option<&str>, stmts: &[(&str, Value, Value)], t0: u64) -> Value {
         let mut sts = vec![
             json!({"sent_us": t0, "done_us": t0 + 1, "sql": "BEGIN ISOLATION LEVEL SERIALIZABLE", "params": [], "result": "ok"}),
@@ -491,7 +526,7 @@ mod tests {
             sts.push(json!({"sent_us": at, "done_us": at + 1, "sql": sql, "params": params, "result": result}));
         }
         let end = t0 + 100;
-        sts.push(json!({"sent_us": end, "done_us": end + 1, "sql": super::super::statement_log::PRE_COMMIT, "params": [], "result": {"rows": [[xid, "serializable"]]}}));
+        sts.push(json!({"sent_us": end, "done_us": end + 1, "sql": super::super::session::PRE_COMMIT, "params": [], "result": {"rows": [[xid, "serializable"]]}}));
         sts.push(json!({"sent_us": end + 2, "done_us": end + 3, "sql": "COMMIT", "params": [], "result": "ok"}));
         json!({"outcome": "ok", "isolation": "serializable", "xid": xid,
                "xact_status": xid.map(|_| "committed"), "statements": sts})

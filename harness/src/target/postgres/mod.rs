@@ -4,21 +4,21 @@
 //! `--nodes N` (N >= 2) n1 is the primary and n2..nN hot standbys streaming from it.
 //!
 //! `server.rs` finds the programs, the account and the work directory and runs
-//! `initdb` or `pg_basebackup`; `replication.rs` the standbys' settings; `sql.rs` holds
-//! the tables and statements; `client.rs` one process's connections and how its
-//! outcomes are judged.
+//! `initdb` or `pg_basebackup`; `replication.rs` the standbys' settings; `session.rs`
+//! the tables, the statements and how PostgreSQL's errors are judged. A process's
+//! transactions are the shared SQL client's (`target/sql`), as MariaDB's are.
 
-mod client;
 pub mod evidence;
 mod replication;
 mod server;
-mod sql;
-pub mod statement_log;
+mod session;
 
+use super::sql::{AppendMode, RunStatementLog, SqlClient, Table};
 use super::{BoxFuture, BugInfo, Client, ClockSource, Target, TargetOptions};
 use crate::cluster::{NodeLayout, RunAs};
+use session::{connect, PgServer};
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER};
@@ -28,9 +28,8 @@ pub use server::{find_program, missing_program, WorkDir, DEBIAN_BIN_DIR, OS_USER
 #[derive(Default)]
 pub struct PostgresTarget {
     settings: Settings,
-    /// The run's statement log, opened when the primary's arguments are made (the first
-    /// moment the target learns the run directory), shared by every client.
-    log: OnceLock<Option<Arc<statement_log::StatementLog>>>,
+    /// The run's statement log, opened when the primary's arguments are made.
+    log: RunStatementLog,
 }
 
 /// What `--setting NAME=VALUE` set: names under `splitbrain.` are the clients' own (a
@@ -39,7 +38,7 @@ pub struct PostgresTarget {
 #[derive(Debug, Clone, PartialEq)]
 struct Settings {
     /// `splitbrain.append=update-insert|upsert`: how list-append appends.
-    append: sql::AppendMode,
+    append: AppendMode,
     /// `splitbrain.statement_log=on|off` (default on): record every statement in the
     /// run's `statements.jsonl`.
     statement_log: bool,
@@ -50,7 +49,7 @@ struct Settings {
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
-            append: sql::AppendMode::default(),
+            append: AppendMode::default(),
             statement_log: true,
             server: Vec::new(),
         }
@@ -73,7 +72,7 @@ impl Settings {
                 return Err(format!("--setting {g}: not a PostgreSQL setting name"));
             }
             match name {
-                "splitbrain.append" => s.append = sql::AppendMode::parse(value)?,
+                "splitbrain.append" => s.append = AppendMode::parse(value)?,
                 "splitbrain.statement_log" => {
                     s.statement_log = match value {
                         "on" => true,
@@ -143,7 +142,7 @@ impl Target for PostgresTarget {
         ISOLATION_LEVELS.iter().map(|(name, _)| *name).collect()
     }
     fn workloads(&self) -> Vec<&str> {
-        vec!["list-append", "rw-register", "bank"]
+        vec!["list-append", "rw-register", "bank", "register", "append"]
     }
     fn accepted_flags(&self) -> Vec<&str> {
         vec!["read-from", "replication"]
@@ -152,7 +151,7 @@ impl Target for PostgresTarget {
         Some(Settings::parse(settings).map(|settings| {
             Arc::new(PostgresTarget {
                 settings,
-                log: OnceLock::new(),
+                log: RunStatementLog::default(),
             }) as Arc<dyn Target>
         }))
     }
@@ -168,18 +167,7 @@ impl Target for PostgresTarget {
     ) -> Vec<String> {
         let work = WorkDir::for_node(data_dir);
         if i == 0 && self.settings.statement_log {
-            // The node's data directory is `<run>/nodes/n1/data`.
-            let run = data_dir.ancestors().nth(3);
-            self.log.get_or_init(|| {
-                let log = run.map(statement_log::StatementLog::create)?;
-                match log {
-                    Ok(l) => Some(Arc::new(l)),
-                    Err(e) => {
-                        eprintln!("splitbrain: no statement log: {e}");
-                        None
-                    }
-                }
-            });
+            self.log.open_above(data_dir);
         }
         let mut args = vec![
             "-D".to_string(),
@@ -216,7 +204,7 @@ impl Target for PostgresTarget {
 
     fn is_ready<'a>(&'a self, _http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool> {
         Box::pin(async move {
-            match client::connect(addr, PROBE_BOUND).await {
+            match connect(addr, PROBE_BOUND).await {
                 Ok(c) => matches!(
                     tokio::time::timeout(PROBE_BOUND, c.simple_query("SELECT 1")).await,
                     Ok(Ok(_))
@@ -239,9 +227,9 @@ impl Target for PostgresTarget {
             let Some(primary) = addrs.first() else {
                 return false;
             };
-            let made = match client::connect(*primary, PROBE_BOUND).await {
+            let made = match connect(*primary, PROBE_BOUND).await {
                 Ok(c) => {
-                    let schema = format!("SET synchronous_commit = local; {}", sql::SCHEMA);
+                    let schema = format!("SET synchronous_commit = local; {}", session::SCHEMA);
                     let made = tokio::time::timeout(PROBE_BOUND, c.batch_execute(&schema));
                     matches!(made.await, Ok(Ok(())))
                 }
@@ -299,28 +287,29 @@ impl Target for PostgresTarget {
 
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         let mode = opts.read_mode.as_deref();
-        let primary = client::Server {
+        let log = self.log.get();
+        let server = |i: usize, begin| PgServer {
             addr: addrs
-                .first()
+                .get(i)
                 .copied()
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 5432))),
-            node: replication::node_name(0),
-            begin: begin_statement(mode),
-        };
-        let reader = reader_of(home, addrs.len(), opts).map(|i| client::Server {
-            addr: addrs[i],
             node: replication::node_name(i),
-            begin: replication::standby_begin(mode),
-        });
-        Box::new(client::PgClient::new(
-            primary,
-            reader,
-            sql::Table::for_workload(&opts.workload),
-            opts.op_timeout,
-            self.settings.append,
-            home,
-            self.log.get().cloned().flatten(),
-        ))
+            begin,
+            table: Table::for_workload(&opts.workload),
+            logged: log.is_some(),
+        };
+        let reader =
+            reader_of(home, addrs.len(), opts).map(|i| server(i, replication::standby_begin(mode)));
+        Box::new(
+            SqlClient::new(
+                server(0, begin_statement(mode)),
+                Table::for_workload(&opts.workload),
+                opts.op_timeout,
+            )
+            .with_reader(reader)
+            .with_append(self.settings.append)
+            .with_log(log, home),
+        )
     }
 }
 

@@ -4,8 +4,7 @@
 //! (`--replication async|sync`), how a standby's read-only transactions begin, and the
 //! check that every standby streams and has the tables.
 
-use super::client::connect;
-use super::sql::TABLES;
+use super::session::{connect, TABLES};
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! a run left (the work directory, the System V shared memory segment of a killed
 //! postmaster).
 
+use super::session::{connect, SUPERUSER};
 use crate::cluster::{NodeLayout, RunAs};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
@@ -16,9 +17,6 @@ use std::time::Duration;
 pub const DEBIAN_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 /// The account Debian's package creates; PostgreSQL refuses to run as root.
 pub const OS_USER: &str = "postgres";
-/// The database superuser `initdb` creates, the one clients log in as (trust auth on
-/// loopback only).
-pub const SUPERUSER: &str = "splitbrain";
 /// The longest `initdb` or `pg_basebackup` may take.
 const PREPARE_BOUND: Duration = Duration::from_secs(120);
 /// How long a standby's preparation waits for the primary to accept connections.
@@ -167,9 +165,7 @@ pub async fn prepare_standby(
         find_program("pg_basebackup").ok_or_else(|| missing_program("pg_basebackup"))?;
     let work = begin_work_dir(layout, user)?;
     let reachable = crate::target::poll_until(PRIMARY_BOUND, || async {
-        super::client::connect(primary, Duration::from_millis(500))
-            .await
-            .is_ok()
+        connect(primary, Duration::from_millis(500)).await.is_ok()
     })
     .await;
     if reachable.is_err() {

@@ -1,5 +1,7 @@
-//! The client of one process of a SQL target: one session on one server, every op one
-//! explicit transaction, and how its outcome is judged, the same for every database.
+//! The client of one process of a SQL target: one session on its server (and one on its
+//! reader, for transactions that only read, when it has one), every op one explicit
+//! transaction recorded in the statement log when the run keeps one, and how its outcome
+//! is judged, the same for every database.
 //!
 //! `ok` when COMMIT returned. `fail` when the server refused the transaction (a
 //! [`ErrorKind::Refused`] error, at any statement or at COMMIT), or anything went wrong
@@ -8,10 +10,13 @@
 //! after COMMIT was sent.
 
 use super::session::{perform, ErrorKind, SqlError, SqlServer, SqlSession};
-use super::steps::{self, Step, Table};
+use super::statement_log::{StatementLog, TxnTrace};
+use super::steps::{self, AppendMode, Step, Table};
 use crate::target::{BoxFuture, Client, Completion, Invocation};
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -105,17 +110,17 @@ impl<S: SqlServer> Endpoint<S> {
     /// Runs `steps` on `table` as one transaction; the recorded results of each step.
     async fn run(
         &mut self,
-        table: Table,
+        mode: (Table, AppendMode),
         steps: &[Step],
-        stage: &mut Stage,
-        deadline: Instant,
+        (stage, deadline): (&mut Stage, Instant),
+        trace: &mut TxnTrace,
     ) -> Result<Vec<Value>, TxnError> {
         let session = self.session(deadline).await?;
         let before = TxnError::at(Stage::BeforeCommit);
-        session.begin().await.map_err(&before)?;
+        session.begin(trace).await.map_err(&before)?;
         let mut results = Vec::with_capacity(steps.len());
         for step in steps {
-            match perform(session, table, step).await.map_err(&before)? {
+            match perform(session, mode, step, trace).await.map_err(&before)? {
                 Ok(v) => results.push(v),
                 // The transaction's own decision (not enough money): roll back, fail.
                 Err(refused) => {
@@ -127,9 +132,10 @@ impl<S: SqlServer> Endpoint<S> {
                 }
             }
         }
+        session.before_commit(trace).await.map_err(&before)?;
         *stage = Stage::Committing;
         session
-            .commit()
+            .commit(trace)
             .await
             .map_err(TxnError::at(Stage::Committing))?;
         Ok(results)
@@ -157,12 +163,26 @@ impl<S: SqlServer> Endpoint<S> {
     }
 }
 
-/// The client of one logical process: transactions on `table` to one server, each
-/// bounded by the op timeout.
+/// The client of one logical process: transactions on `table` to its server, those that
+/// only read to its reader when it has one, each bounded by the op timeout.
 pub struct SqlClient<S: SqlServer> {
     table: Table,
+    append: AppendMode,
     timeout: Duration,
     endpoint: Endpoint<S>,
+    reader: Option<Endpoint<S>>,
+    /// The worker slot this client serves.
+    slot: usize,
+    /// The run's statement log and this slot's op counter in it, when there is one.
+    log: Option<(Arc<StatementLog>, Arc<AtomicU64>)>,
+}
+
+fn endpoint<S: SqlServer>(server: S) -> Endpoint<S> {
+    Endpoint {
+        server,
+        session: None,
+        last_connect_error: String::new(),
+    }
 }
 
 impl<S: SqlServer> SqlClient<S> {
@@ -170,12 +190,45 @@ impl<S: SqlServer> SqlClient<S> {
     pub fn new(server: S, table: Table, timeout: Duration) -> SqlClient<S> {
         SqlClient {
             table,
+            append: AppendMode::default(),
             timeout,
-            endpoint: Endpoint {
-                server,
-                session: None,
-                last_connect_error: String::new(),
-            },
+            endpoint: endpoint(server),
+            reader: None,
+            slot: 0,
+            log: None,
+        }
+    }
+
+    /// Sends the transactions that only read to `reader` (a replica) instead.
+    pub fn with_reader(mut self, reader: Option<S>) -> SqlClient<S> {
+        self.reader = reader.map(endpoint);
+        self
+    }
+
+    /// Appends to lists as `append` says.
+    pub fn with_append(mut self, append: AppendMode) -> SqlClient<S> {
+        self.append = append;
+        self
+    }
+
+    /// Records every transaction in `log`, as worker slot `slot`'s.
+    pub fn with_log(mut self, log: Option<Arc<StatementLog>>, slot: usize) -> SqlClient<S> {
+        self.slot = slot;
+        self.log = log.map(|l| {
+            let counter = l.slot_counter(slot);
+            (l, counter)
+        });
+        self
+    }
+
+    /// The trace of the next op, numbered in its slot's sequence when there is a log.
+    fn trace(&self, op: &Invocation) -> TxnTrace {
+        match &self.log {
+            Some((log, counter)) => {
+                let seq = counter.fetch_add(1, Ordering::SeqCst);
+                TxnTrace::new(Some(log.clone()), self.slot, seq, &op.value)
+            }
+            None => TxnTrace::new(None, self.slot, 0, &op.value),
         }
     }
 }
@@ -183,24 +236,34 @@ impl<S: SqlServer> SqlClient<S> {
 impl<S: SqlServer + 'static> Client for SqlClient<S> {
     fn invoke<'a>(&'a mut self, op: &'a Invocation) -> BoxFuture<'a, Completion> {
         Box::pin(async move {
-            let (table, timeout) = (self.table, self.timeout);
-            let endpoint = &mut self.endpoint;
-            let node = Some(endpoint.server.node().to_string());
-            let steps = match steps::steps(op, table) {
+            let mut trace = self.trace(op);
+            let (mode, timeout) = ((self.table, self.append), self.timeout);
+            let steps = match steps::steps(op, self.table) {
                 Ok(s) => s,
                 // Nothing was sent, so nothing happened.
-                Err(e) => return completion(OpType::Fail, op.value.clone(), node, Some(e)),
+                Err(e) => {
+                    let node = Some(self.endpoint.server.node().to_string());
+                    trace.finish("fail", &op.value, Some(&e));
+                    return completion(OpType::Fail, op.value.clone(), node, Some(e));
+                }
             };
+            let endpoint = match self.reader.as_mut() {
+                Some(reader) if steps::only_reads(&steps) => reader,
+                _ => &mut self.endpoint,
+            };
+            let node = Some(endpoint.server.node().to_string());
+            trace.set("node", json!(node));
             let mut stage = Stage::BeforeCommit;
             let deadline = Instant::now() + timeout;
             let outcome = tokio::time::timeout_at(
                 deadline,
-                endpoint.run(table, &steps, &mut stage, deadline),
+                endpoint.run(mode, &steps, (&mut stage, deadline), &mut trace),
             )
             .await;
             let e = match outcome {
                 Ok(Ok(results)) => {
                     let value = steps::recorded_value(op, &steps, results);
+                    trace.finish("ok", &value, None);
                     return completion(OpType::Ok, value, node, None);
                 }
                 Ok(Err(e)) => e,
@@ -216,10 +279,11 @@ impl<S: SqlServer + 'static> Client for SqlClient<S> {
             // A refused or unreadable transaction may leave the server mid-transaction.
             endpoint.reset(&e).await;
             let op_type = judged(&e);
-            let message = match op_type {
-                OpType::Info => format!("{} during COMMIT", e.message),
-                _ => e.message,
+            let (message, outcome) = match op_type {
+                OpType::Info => (format!("{} during COMMIT", e.message), "info"),
+                _ => (e.message, "fail"),
             };
+            trace.finish(outcome, &op.value, Some(&message));
             completion(op_type, op.value.clone(), node, Some(message))
         })
     }

@@ -6,16 +6,23 @@
 //! - `session.rs`: [`SqlSession`] (begin at the isolation level, run a statement, commit,
 //!   roll back), [`SqlServer`] (where a session is opened), how errors are judged
 //!   ([`ErrorKind`]), and the steps performed against a session.
-//! - `client.rs`: [`SqlClient`], one process's transactions on one server, its outcomes.
+//! - `client.rs`: [`SqlClient`], one process's transactions on its server (read-only ones
+//!   on its reader, when it has one), their outcomes.
+//! - `statement_log.rs`: every statement sent and answered, per transaction, in the run's
+//!   `statements.jsonl` ([`StatementLog`], [`TxnTrace`]).
 //! - `server.rs`: an OS account to run a server as, a work directory outside the run
 //!   store, a setup program run with its output in the node's log.
 
 mod client;
 mod server;
 mod session;
+mod statement_log;
 mod steps;
 
 pub use client::{SqlClient, Stage};
 pub use server::{chown_tree, lookup_user, open_log, run_logged, short_work_dir};
-pub use session::{perform, ErrorKind, SqlError, SqlServer, SqlSession};
-pub use steps::{only_reads, recorded_value, steps, Answer, Cell, Step, Stmt, Table};
+pub use session::{
+    answer_result, error_result, perform, simple_result, ErrorKind, SqlError, SqlServer, SqlSession,
+};
+pub use statement_log::{RunStatementLog, StatementLog, TxnTrace, FILE_NAME as STATEMENT_LOG_FILE};
+pub use steps::{only_reads, recorded_value, steps, Answer, AppendMode, Cell, Step, Stmt, Table};

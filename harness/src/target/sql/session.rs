@@ -1,12 +1,13 @@
 //! The connection a SQL target's client holds ([`SqlSession`]): begin a transaction at the
-//! run's isolation level, run a [`Stmt`], commit, roll back; and how a server's error is
-//! judged ([`SqlError`]). The steps of every workload are performed against it once, here
-//! ([`perform`]), whatever the database.
+//! run's isolation level, run a [`Stmt`], commit, roll back, each recorded in the
+//! transaction's [`TxnTrace`]; and how a server's error is judged ([`SqlError`]). The
+//! steps of every workload are performed against it once, here ([`perform`]), whatever
+//! the database.
 
-use super::steps::{Answer, Cell, Step, Stmt, Table};
+use super::statement_log::TxnTrace;
+use super::steps::{Answer, AppendMode, Cell, Step, Stmt, Table};
 use crate::target::BoxFuture;
 use serde_json::{json, Value};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// What a failed statement says about the transaction it was part of.
@@ -44,24 +45,36 @@ impl SqlError {
 }
 
 /// One open connection to a SQL server, at the isolation level its client was made with.
+/// Every statement it sends for a transaction is recorded in that transaction's trace
+/// (a no-op when the run keeps no statement log).
 pub trait SqlSession: Send {
     /// Starts a transaction at the session's isolation level.
-    fn begin(&mut self) -> BoxFuture<'_, Result<(), SqlError>>;
+    fn begin<'a>(&'a mut self, trace: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>>;
     /// Runs one statement of the open transaction.
-    fn run<'a>(&'a mut self, stmt: &'a Stmt) -> BoxFuture<'a, Result<Answer, SqlError>>;
+    fn run<'a>(
+        &'a mut self,
+        stmt: &'a Stmt,
+        trace: &'a mut TxnTrace,
+    ) -> BoxFuture<'a, Result<Answer, SqlError>>;
+    /// Asked after the last step, before COMMIT is sent: an error here still fails the
+    /// transaction definitely. Nothing by default.
+    fn before_commit<'a>(
+        &'a mut self,
+        _trace: &'a mut TxnTrace,
+    ) -> BoxFuture<'a, Result<(), SqlError>> {
+        Box::pin(async { Ok(()) })
+    }
     /// Commits the open transaction.
-    fn commit(&mut self) -> BoxFuture<'_, Result<(), SqlError>>;
+    fn commit<'a>(&'a mut self, trace: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>>;
     /// Rolls the open transaction back.
     fn rollback(&mut self) -> BoxFuture<'_, Result<(), SqlError>>;
 }
 
-/// How a client reaches one server: where it is, what the history calls it, and how a
-/// session is opened there.
+/// How a client reaches one server: what the history calls it, and how a session is
+/// opened there.
 pub trait SqlServer: Send + Sync {
     /// The session type.
     type Session: SqlSession + 'static;
-    /// Where it listens.
-    fn addr(&self) -> SocketAddr;
     /// Its node name in the history (`n1`).
     fn node(&self) -> &str;
     /// Opens a session within `bound` (the error says why not).
@@ -73,12 +86,13 @@ pub trait SqlServer: Send + Sync {
 /// held another value), which the caller rolls back as a definite failure.
 pub async fn perform<S: SqlSession + ?Sized>(
     session: &mut S,
-    table: Table,
+    (table, append): (Table, AppendMode),
     step: &Step,
+    trace: &mut TxnTrace,
 ) -> Result<Result<Value, String>, SqlError> {
     Ok(Ok(match step {
         Step::Read { k, .. } => {
-            let answer = session.run(&Stmt::Read { table, k: *k }).await?;
+            let answer = session.run(&Stmt::Read { table, k: *k }, trace).await?;
             answer
                 .rows
                 .first()
@@ -88,27 +102,42 @@ pub async fn perform<S: SqlSession + ?Sized>(
         Step::Append { k, v, .. } => {
             let (k, v) = (*k, *v);
             let table = Table::Lists;
-            if session.run(&Stmt::Update { table, k, v }).await?.affected == 0 {
-                session.run(&Stmt::Upsert { table, k, v }).await?;
+            let updated = match append {
+                AppendMode::UpdateThenInsert => {
+                    session
+                        .run(&Stmt::Update { table, k, v }, trace)
+                        .await?
+                        .affected
+                }
+                AppendMode::Upsert => 0,
+            };
+            if updated == 0 {
+                session.run(&Stmt::Upsert { table, k, v }, trace).await?;
             }
             json!(v)
         }
         Step::Write { k, v, .. } => {
             let (k, v) = (*k, *v);
-            session.run(&Stmt::Upsert { table, k, v }).await?;
+            session.run(&Stmt::Upsert { table, k, v }, trace).await?;
             json!(v)
         }
         Step::Cas { k, old, new } => {
             let (k, old, new) = (*k, *old, *new);
-            if session.run(&Stmt::Cas { k, old, new }).await?.affected != 1 {
+            if session
+                .run(&Stmt::Cas { k, old, new }, trace)
+                .await?
+                .affected
+                != 1
+            {
                 return Ok(Err(format!("cas: register {k} did not hold {old}")));
             }
             Value::Null
         }
         Step::Transfer { from, to, amount } => {
-            let (Some(from_balance), Some(to_balance)) =
-                (balance(session, *from).await?, balance(session, *to).await?)
-            else {
+            let (Some(from_balance), Some(to_balance)) = (
+                balance(session, *from, trace).await?,
+                balance(session, *to, trace).await?,
+            ) else {
                 return Ok(Err("no such account".into()));
             };
             if from_balance < *amount {
@@ -119,13 +148,13 @@ pub async fn perform<S: SqlSession + ?Sized>(
             writes.sort_unstable();
             let table = Table::Accounts;
             for (k, v) in writes {
-                session.run(&Stmt::Update { table, k, v }).await?;
+                session.run(&Stmt::Update { table, k, v }, trace).await?;
             }
             Value::Null
         }
         Step::ReadAll => {
             let mut balances = serde_json::Map::new();
-            for row in session.run(&Stmt::ReadAll).await?.rows {
+            for row in session.run(&Stmt::ReadAll, trace).await?.rows {
                 if let [Cell::Int(k), Cell::Int(b)] = row.as_slice() {
                     balances.insert(k.to_string(), json!(b));
                 }
@@ -136,17 +165,46 @@ pub async fn perform<S: SqlSession + ?Sized>(
 }
 
 /// Account `k`'s balance, if it has one.
-async fn balance<S: SqlSession + ?Sized>(session: &mut S, k: i64) -> Result<Option<i64>, SqlError> {
-    let answer = session
-        .run(&Stmt::Read {
-            table: Table::Accounts,
-            k,
-        })
-        .await?;
+async fn balance<S: SqlSession + ?Sized>(
+    session: &mut S,
+    k: i64,
+    trace: &mut TxnTrace,
+) -> Result<Option<i64>, SqlError> {
+    let table = Table::Accounts;
+    let answer = session.run(&Stmt::Read { table, k }, trace).await?;
     Ok(match answer.rows.first().and_then(|r| r.first()) {
         Some(Cell::Int(b)) => Some(*b),
         _ => None,
     })
+}
+
+/// What a statement's answer is recorded as: the rows a read returned (each row's first
+/// cell: the list or the number), the rows an update or upsert affected, the number of
+/// rows a whole-table read returned, or the error.
+pub fn answer_result(stmt: &Stmt, answer: &Result<Answer, SqlError>) -> Value {
+    match (stmt, answer) {
+        (_, Err(e)) => error_result(e),
+        (Stmt::Read { .. }, Ok(a)) => json!({
+            "rows": a.rows.iter().map(|r| r.first().map_or(Value::Null, Cell::to_json)).collect::<Vec<_>>()
+        }),
+        (Stmt::ReadAll, Ok(a)) => json!({ "rows_returned": a.rows.len() }),
+        (Stmt::Update { .. } | Stmt::Upsert { .. } | Stmt::Cas { .. }, Ok(a)) => {
+            json!({ "rows_affected": a.affected })
+        }
+    }
+}
+
+/// What a statement without rows (BEGIN, COMMIT) is recorded as.
+pub fn simple_result(r: &Result<(), SqlError>) -> Value {
+    match r {
+        Ok(()) => json!("ok"),
+        Err(e) => error_result(e),
+    }
+}
+
+/// What an error is recorded as: the server's code and message.
+pub fn error_result(e: &SqlError) -> Value {
+    json!({ "error": e.message })
 }
 
 #[cfg(test)]
@@ -163,10 +221,14 @@ mod tests {
     }
 
     impl SqlSession for MapSession {
-        fn begin(&mut self) -> BoxFuture<'_, Result<(), SqlError>> {
+        fn begin<'a>(&'a mut self, _: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>> {
             Box::pin(async { Ok(()) })
         }
-        fn run<'a>(&'a mut self, stmt: &'a Stmt) -> BoxFuture<'a, Result<Answer, SqlError>> {
+        fn run<'a>(
+            &'a mut self,
+            stmt: &'a Stmt,
+            _: &'a mut TxnTrace,
+        ) -> BoxFuture<'a, Result<Answer, SqlError>> {
             self.ran.push(*stmt);
             let mut answer = Answer::default();
             match *stmt {
@@ -233,7 +295,7 @@ mod tests {
             }
             Box::pin(async move { Ok(answer) })
         }
-        fn commit(&mut self) -> BoxFuture<'_, Result<(), SqlError>> {
+        fn commit<'a>(&'a mut self, _: &'a mut TxnTrace) -> BoxFuture<'a, Result<(), SqlError>> {
             Box::pin(async { Ok(()) })
         }
         fn rollback(&mut self) -> BoxFuture<'_, Result<(), SqlError>> {
@@ -258,11 +320,23 @@ mod tests {
         };
         block(async {
             assert_eq!(
-                perform(&mut s, Table::Lists, &append(5)).await,
+                perform(
+                    &mut s,
+                    (Table::Lists, AppendMode::default()),
+                    &append(5),
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Ok(json!(5)))
             );
             assert_eq!(
-                perform(&mut s, Table::Lists, &append(6)).await,
+                perform(
+                    &mut s,
+                    (Table::Lists, AppendMode::default()),
+                    &append(6),
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Ok(json!(6)))
             );
             let read = Step::Read {
@@ -270,7 +344,13 @@ mod tests {
                 k: 1,
             };
             assert_eq!(
-                perform(&mut s, Table::Lists, &read).await,
+                perform(
+                    &mut s,
+                    (Table::Lists, AppendMode::default()),
+                    &read,
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Ok(json!([5, 6])))
             );
         });
@@ -278,6 +358,15 @@ mod tests {
         assert_eq!(s.ran.len(), 4);
         assert!(matches!(s.ran[1], Stmt::Upsert { .. }));
         assert!(matches!(s.ran[2], Stmt::Update { .. }));
+        // Appending by upsert alone sends no UPDATE.
+        s.ran.clear();
+        let mode = (Table::Lists, AppendMode::Upsert);
+        let mut trace = TxnTrace::new(None, 0, 0, &Value::Null);
+        block(perform(&mut s, mode, &append(7), &mut trace))
+            .unwrap()
+            .unwrap();
+        assert!(matches!(s.ran[..], [Stmt::Upsert { v: 7, .. }]));
+        assert_eq!(s.lists[&1], [5, 6, 7]);
     }
 
     #[test]
@@ -287,11 +376,23 @@ mod tests {
         block(async {
             let cas = |old| Step::Cas { k: 1, old, new: 4 };
             assert!(matches!(
-                perform(&mut s, Table::Registers, &cas(2)).await,
+                perform(
+                    &mut s,
+                    (Table::Registers, AppendMode::default()),
+                    &cas(2),
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Err(_))
             ));
             assert_eq!(
-                perform(&mut s, Table::Registers, &cas(3)).await,
+                perform(
+                    &mut s,
+                    (Table::Registers, AppendMode::default()),
+                    &cas(3),
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Ok(Value::Null))
             );
             let transfer = |amount| Step::Transfer {
@@ -300,15 +401,33 @@ mod tests {
                 amount,
             };
             assert!(matches!(
-                perform(&mut s, Table::Accounts, &transfer(11)).await,
+                perform(
+                    &mut s,
+                    (Table::Accounts, AppendMode::default()),
+                    &transfer(11),
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Err(_))
             ));
             assert_eq!(
-                perform(&mut s, Table::Accounts, &transfer(6)).await,
+                perform(
+                    &mut s,
+                    (Table::Accounts, AppendMode::default()),
+                    &transfer(6),
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Ok(Value::Null))
             );
             assert_eq!(
-                perform(&mut s, Table::Accounts, &Step::ReadAll).await,
+                perform(
+                    &mut s,
+                    (Table::Accounts, AppendMode::default()),
+                    &Step::ReadAll,
+                    &mut TxnTrace::new(None, 0, 0, &Value::Null)
+                )
+                .await,
                 Ok(Ok(json!({"0": 4, "1": 10})))
             );
         });

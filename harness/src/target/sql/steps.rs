@@ -43,6 +43,30 @@ impl Table {
     }
 }
 
+/// How list-append appends: `UPDATE` first and, when it matched no row, the upsert (the
+/// default), or only the upsert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AppendMode {
+    /// `UPDATE`, then the upsert when no row matched.
+    #[default]
+    UpdateThenInsert,
+    /// The upsert alone.
+    Upsert,
+}
+
+impl AppendMode {
+    /// The mode named by `--setting splitbrain.append=NAME`.
+    pub fn parse(name: &str) -> Result<AppendMode, String> {
+        match name {
+            "update-insert" => Ok(AppendMode::UpdateThenInsert),
+            "upsert" => Ok(AppendMode::Upsert),
+            other => Err(format!(
+                "splitbrain.append={other}: expected update-insert or upsert"
+            )),
+        }
+    }
+}
+
 /// One statement a step runs, with its arguments (`k` the key, `v` the value, `table`
 /// the workload's table). A database turns each into its own SQL.
 #[allow(missing_docs)]

@@ -1,44 +1,29 @@
-//! The statement log: every SQL statement a PostgreSQL client sent and every result it
-//! got, one JSON line per transaction in the run directory's `statements.jsonl`, so an
-//! anomaly can be shown as a database developer reads a bug report (and checked against
-//! the server's own word, not only the checker's inference).
+//! The statement log: every SQL statement a client sent and every result it got, one
+//! JSON line per transaction in the run directory's `statements.jsonl`, so an anomaly can
+//! be shown as a database developer reads a bug report (and checked against the server's
+//! own word, not only the checker's inference).
 //!
 //! A line: the worker slot and the op's sequence number within that slot (the n-th op
 //! any client of slot s invoked: the n-th invoke of the processes `p` with `p mod
-//! concurrency = s` in the history), the server and backend PID, the op as invoked, the
-//! outcome, and `statements`: each with the time it was sent and its answer came
-//! (microseconds since the log was opened, one clock for every client), the SQL, its
-//! parameters and what came back. Before COMMIT the transaction is asked for its
-//! transaction id (`pg_current_xact_id_if_assigned()`, none for a transaction that wrote
-//! nothing) and its isolation level (`current_setting('transaction_isolation')`); that
-//! the question is answered shows the transaction was not already aborted (a COMMIT of
-//! an aborted transaction is answered `ROLLBACK`, without an error). After an `ok`
-//! COMMIT the same connection asks, outside any transaction, for `pg_current_wal_lsn()`
-//! (at or after the commit record), `pg_xact_status(xid)` and, with
-//! `track_commit_timestamp=on`, the commit timestamp.
+//! concurrency = s` in the history), the node, the op as invoked, the outcome, and
+//! `statements`: each with the time it was sent and its answer came (microseconds since
+//! the log was opened, one clock for every client), the SQL, its parameters and what came
+//! back. A database's session adds its own fields (PostgreSQL: the backend PID, the
+//! transaction id and isolation level asked before COMMIT, the commit's WAL position and
+//! status asked after it).
 
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// The file name in the run directory.
 pub const FILE_NAME: &str = "statements.jsonl";
 
-/// Asked inside the transaction, just before COMMIT.
-pub const PRE_COMMIT: &str =
-    "SELECT pg_current_xact_id_if_assigned()::text, current_setting('transaction_isolation')";
-/// Asked on the same connection after an `ok` COMMIT, outside any transaction (`$1`: the
-/// transaction id asked before COMMIT, or null).
-pub const POST_COMMIT: &str = "SELECT pg_current_wal_lsn()::text, pg_xact_status($1::text::xid8), \
-     CASE WHEN current_setting('track_commit_timestamp')::bool \
-     THEN pg_xact_commit_timestamp((($1::text::bigint) % 4294967296)::text::xid)::text END";
-/// Asked once per connection.
-pub const BACKEND_PID: &str = "SELECT pg_backend_pid()";
-
 /// The log of one run, shared by every client.
+#[derive(Debug)]
 pub struct StatementLog {
     file: Mutex<std::fs::File>,
     start: Instant,
@@ -94,14 +79,40 @@ impl StatementLog {
     }
 }
 
+/// A target's statement log for the run: opened once, when the first node's arguments
+/// are made (the first moment a target learns the run directory: the node's data
+/// directory is `<run>/nodes/n1/data`), then shared by every client.
+#[derive(Debug, Default, Clone)]
+pub struct RunStatementLog(OnceLock<Option<Arc<StatementLog>>>);
+
+impl RunStatementLog {
+    /// Opens the log in the run directory above node data directory `data_dir`, once.
+    /// A log that cannot be opened loses evidence, not the run: it says so and goes on.
+    pub fn open_above(&self, data_dir: &Path) {
+        self.0.get_or_init(|| {
+            let run = data_dir.ancestors().nth(3)?;
+            match StatementLog::create(run) {
+                Ok(l) => Some(Arc::new(l)),
+                Err(e) => {
+                    eprintln!("splitbrain: no statement log: {e}");
+                    None
+                }
+            }
+        });
+    }
+
+    /// The log, once opened.
+    pub fn get(&self) -> Option<Arc<StatementLog>> {
+        self.0.get().cloned().flatten()
+    }
+}
+
 /// One transaction's record while it runs; written when finished, or when dropped
 /// unfinished (an op the worker's outer bound cut off: `abandoned`).
 pub struct TxnTrace {
     log: Option<Arc<StatementLog>>,
     head: serde_json::Map<String, Value>,
     statements: Vec<Value>,
-    /// Transaction id and isolation level answered before COMMIT.
-    pub xid: Option<String>,
     written: bool,
 }
 
@@ -119,7 +130,6 @@ impl TxnTrace {
             log,
             head,
             statements: Vec::new(),
-            xid: None,
             written: false,
         }
     }
@@ -163,9 +173,6 @@ impl TxnTrace {
         if let Some(e) = error {
             line.insert("error".into(), json!(e));
         }
-        if let Some(x) = &self.xid {
-            line.insert("xid".into(), json!(x));
-        }
         line.insert("completed_us".into(), json!(log.now_us()));
         line.insert(
             "statements".into(),
@@ -185,14 +192,6 @@ impl Drop for TxnTrace {
                 Some("the op's outer bound cut it off"),
             );
         }
-    }
-}
-
-/// What a statement's answer is recorded as: an error's SQLSTATE and message.
-pub fn error_result(e: &tokio_postgres::Error) -> Value {
-    match e.as_db_error() {
-        Some(db) => json!({"error": format!("{}: {}", db.code().code(), db.message())}),
-        None => json!({"error": e.to_string()}),
     }
 }
 
@@ -222,7 +221,6 @@ mod tests {
             json!([5]),
             json!({"rows": []}),
         );
-        t.xid = None;
         t.finish("ok", &json!([["r", 5, null]]), None);
         // Dropped unfinished: still logged, as abandoned.
         drop(TxnTrace::new(Some(log.clone()), 1, 0, &op));
