@@ -675,12 +675,12 @@ fn multi_register_three_keys_matches_oracle() {
     );
 }
 
-/// Cas registers at 1 %, 5 % and 20 % `info` ops (plus the roll's never-completed ones),
+/// Cas registers at 0 %, 1 %, 5 % and 20 % `info` ops (plus the roll's never-completed ones),
 /// values 1–6 so that some indeterminate writes' values are read later and some never:
 /// what prepare.rs drops and search.rs bounds must not change a verdict.
 #[test]
 fn cas_register_info_rates_match_oracle() {
-    for rate in [0.01, 0.05, 0.2] {
+    for rate in [0.0, 0.01, 0.05, 0.2] {
         let w = compare_sized(
             &format!("cas-register, {}% info", rate * 100.0),
             RegisterModel {
