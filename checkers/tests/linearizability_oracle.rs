@@ -105,7 +105,12 @@ fn dfs<M: Model>(
 type Exec = fn(&Spec, &mut Value) -> (String, Value, Value);
 
 fn reg(s: &Spec, st: &mut Value, cas: bool) -> (String, Value, Value) {
-    let (a, b) = (s.3 % 3 + 1, s.4 % 3 + 1);
+    reg_of(s, st, cas, 3)
+}
+
+/// A register op with values `1..=values`.
+fn reg_of(s: &Spec, st: &mut Value, cas: bool, values: u8) -> (String, Value, Value) {
+    let (a, b) = (s.3 % values + 1, s.4 % values + 1);
     match s.2 % if cas { 3 } else { 2 } {
         0 => ("read".into(), Value::Null, st.clone()),
         1 => {
@@ -128,6 +133,10 @@ fn exec_register(s: &Spec, st: &mut Value) -> (String, Value, Value) {
 }
 fn exec_cas(s: &Spec, st: &mut Value) -> (String, Value, Value) {
     reg(s, st, true)
+}
+/// A cas register with values 1–6: in a few ops some written values are never read.
+fn exec_cas_wide(s: &Spec, st: &mut Value) -> (String, Value, Value) {
+    reg_of(s, st, true, 6)
 }
 fn exec_kv(s: &Spec, st: &mut Value) -> (String, Value, Value) {
     let cur = st.as_str().unwrap_or("").to_string();
@@ -308,8 +317,16 @@ fn corrupt(f: &str, v: &Value, roll: u8) -> Value {
 
 /// Builds a history from specs: a random interleaving (from `seed`) of invokes and
 /// completions; each op takes effect on a simulated object at its completion (or, for
-/// info/pending, maybe never), then a roll may corrupt its result.
-fn build(specs: &[Spec], seed: u64, exec: Exec, keyed: bool, init: &Value) -> History {
+/// info/pending, maybe never), then a roll may corrupt its result. With `info_rate`, an op
+/// ends `info` with that probability instead of the outcome roll's 10 %.
+fn build(
+    specs: &[Spec],
+    seed: u64,
+    exec: Exec,
+    keyed: bool,
+    init: &Value,
+    info_rate: Option<f64>,
+) -> History {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut queues: BTreeMap<u8, Vec<&Spec>> = BTreeMap::new();
     for s in specs {
@@ -360,7 +377,13 @@ fn build(specs: &[Spec], seed: u64, exec: Exec, keyed: bool, init: &Value) -> Hi
             let before = state.clone();
             let (f, inv, mut out) = exec(s, state);
             // Outcome roll: 0-6 ok, 7 fail, 8 info, 9 pending.
-            let roll = s.5 % 10;
+            let roll = match info_rate {
+                None => s.5 % 10,
+                Some(rate) if rng.gen_bool(rate) => 8,
+                // Not info: the roll's info share goes to ok.
+                Some(_) if s.5 % 10 == 8 => 0,
+                Some(_) => s.5 % 10,
+            };
             let took_effect = roll <= 6 || (roll >= 8 && s.6.is_multiple_of(2));
             if !took_effect {
                 *state = before;
@@ -399,7 +422,7 @@ fn spec() -> impl Strategy<Value = Spec> {
 
 /// Runs `cases` random histories through the checker (split and unsplit) and the oracle.
 fn compare<M: Model>(name: &str, model: M, exec: Exec, keyed: bool, cases: u32) {
-    compare_sized(name, model, exec, keyed, cases, 8, &Value::Null)
+    compare_sized(name, model, exec, keyed, cases, 8, &Value::Null, None);
 }
 
 /// [`compare`] with the model started at `init` (JSON): histories are simulated from it.
@@ -413,10 +436,43 @@ fn compare_init<M: InitFromJson>(
 ) {
     let state = model.state_from_json(&init).expect("a valid initial state");
     let model = WithInit { model, init: state };
-    compare_sized(name, model, exec, keyed, cases, 8, &init)
+    compare_sized(name, model, exec, keyed, cases, 8, &init, None);
 }
 
-/// [`compare`] with histories of up to `max_ops` ops.
+/// Indeterminate writes and cas (ending `info` or never) among the compared histories:
+/// those whose written value some `ok` read of the same key returned, and the others.
+#[derive(Default, Clone, Copy)]
+struct InfoWrites {
+    read_later: u32,
+    never_read: u32,
+}
+
+impl InfoWrites {
+    fn count(&mut self, h: &History) {
+        let pairs = h.pairs();
+        for p in pairs
+            .iter()
+            .filter(|p| matches!(p.outcome, Outcome::Info | Outcome::Pending) && p.f != "read")
+        {
+            let written = match p.invoke_value.as_array() {
+                Some(a) if a.len() == 2 => &a[1],
+                _ => &p.invoke_value,
+            };
+            let read = pairs.iter().any(|r| {
+                r.f == "read" && r.outcome == Outcome::Ok && r.key == p.key && &r.value == written
+            });
+            if read {
+                self.read_later += 1;
+            } else {
+                self.never_read += 1;
+            }
+        }
+    }
+}
+
+/// [`compare`] with histories of up to `max_ops` ops and, when given, that rate of `info`
+/// ops. Returns the indeterminate writes the histories held.
+#[allow(clippy::too_many_arguments)]
 fn compare_sized<M: Model>(
     name: &str,
     model: M,
@@ -425,7 +481,8 @@ fn compare_sized<M: Model>(
     cases: u32,
     max_ops: usize,
     init: &Value,
-) {
+    info_rate: Option<f64>,
+) -> InfoWrites {
     // A fixed seed, so every run checks the same cases (and a failure reproduces).
     let config = Config {
         cases,
@@ -438,9 +495,13 @@ fn compare_sized<M: Model>(
     // Histories whose unsplit search is factored (several components), and those of
     // them with an op spanning two keys.
     let factored = std::cell::Cell::new((0u32, 0u32));
+    let info_writes = std::cell::Cell::new(InfoWrites::default());
     let strategy = (proptest::collection::vec(spec(), 1..=max_ops), any::<u64>());
     let result = runner.run(&strategy, |(specs, seed)| {
-        let h = build(&specs, seed, exec, keyed, init);
+        let h = build(&specs, seed, exec, keyed, init, info_rate);
+        let mut w = info_writes.get();
+        w.count(&h);
+        info_writes.set(w);
         let (several, spans) = shape(&h);
         if several {
             let (f, s) = factored.get();
@@ -504,6 +565,7 @@ fn compare_sized<M: Model>(
         "{name}: too few valid histories ({v} of {})",
         v + i
     );
+    info_writes.get()
 }
 
 /// Cases per model; 10 model configurations x 12,000 = 120,000 in all.
@@ -609,7 +671,35 @@ fn multi_register_three_keys_matches_oracle() {
         cases(),
         10,
         &Value::Null,
+        None,
     );
+}
+
+/// Cas registers at 0 %, 1 %, 5 % and 20 % `info` ops (plus the roll's never-completed ones),
+/// values 1–6 so that some indeterminate writes' values are read later and some never:
+/// what prepare.rs drops and search.rs bounds must not change a verdict.
+#[test]
+fn cas_register_info_rates_match_oracle() {
+    for rate in [0.0, 0.01, 0.05, 0.2] {
+        let w = compare_sized(
+            &format!("cas-register, {}% info", rate * 100.0),
+            RegisterModel {
+                cas: true,
+                failed_cas: FailedCas::Jepsen,
+            },
+            exec_cas_wide,
+            true,
+            cases() / 2,
+            10,
+            &Value::Null,
+            Some(rate),
+        );
+        println!(
+            "  indeterminate writes: {} read later, {} never read",
+            w.read_later, w.never_read
+        );
+        assert!(w.read_later > 0 && w.never_read > 0);
+    }
 }
 
 /// Every model started elsewhere than its own initial state (`--init`), against the

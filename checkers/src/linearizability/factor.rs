@@ -48,7 +48,7 @@
 use super::fxhash::FxHashMap;
 use super::model::Model;
 use super::search::{Part, PartOp, NO_STATE, STATE_ENTRY_OVERHEAD};
-use super::tables::{Interner, KeySet};
+use super::tables::{Interner, KeySet, Placed};
 
 /// The components of one part.
 pub(crate) struct Components {
@@ -149,31 +149,12 @@ fn find(parent: &mut [usize], mut a: usize) -> usize {
     a
 }
 
-/// Writes a nogood's key into `key`: component, projected state id and the component's
-/// placed ops, with leading all-ones words (ops long done) and trailing zero words (ops
-/// not reached) trimmed. (A reused buffer: most keys are only looked up.)
-pub(crate) fn nogood_key(key: &mut Vec<u64>, component: u32, bits: &[u64], state: u32) {
-    let lo = bits
-        .iter()
-        .position(|&w| w != u64::MAX)
-        .unwrap_or(bits.len());
-    let hi = bits
-        .iter()
-        .rposition(|&w| w != 0)
-        .map_or(0, |i| i + 1)
-        .max(lo);
-    key.clear();
-    key.push(component as u64);
-    key.push(((lo as u64) << 32) | state as u64);
-    key.extend_from_slice(&bits[lo..hi]);
-}
-
 /// The factored search's tables (exact search of a part with several components). The
 /// whole state is never built: it is the tuple of the components' projected states.
 pub(crate) struct Factored<'c, S> {
     pub comps: &'c Components,
     /// Per component: its placed required and used optional ops, by local index.
-    pub bits: Vec<Vec<u64>>,
+    pub bits: Vec<Placed>,
     /// Per component: the id of its current projected state.
     pub cur: Vec<u32>,
     /// Interned projected states.
@@ -186,11 +167,7 @@ impl<'c, S: Clone + Eq + std::hash::Hash> Factored<'c, S> {
     pub fn new<M: Model<State = S>>(model: &M, comps: &'c Components) -> Self {
         let mut f = Factored {
             comps,
-            bits: comps
-                .sizes
-                .iter()
-                .map(|&n| vec![0u64; n / 64 + 1])
-                .collect(),
+            bits: comps.sizes.iter().map(|&n| Placed::new(n)).collect(),
             cur: Vec::with_capacity(comps.atoms.len()),
             states: Interner::new(),
             nogoods: KeySet::new(),
@@ -235,9 +212,9 @@ impl<'c, S: Clone + Eq + std::hash::Hash> Factored<'c, S> {
         let c = self.comps.comp_of[o as usize] as usize;
         let l = self.comps.local[o as usize] as usize;
         if placed {
-            self.bits[c][l / 64] |= 1 << (l % 64);
+            self.bits[c].set(l);
         } else {
-            self.bits[c][l / 64] &= !(1 << (l % 64));
+            self.bits[c].clear(l);
         }
     }
 }

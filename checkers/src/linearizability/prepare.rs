@@ -4,7 +4,6 @@ use super::fxhash::FxHashMap;
 use super::model::{Completion, Model};
 use super::search::{Part, PartOp};
 use crate::history::{History, Outcome};
-use std::collections::BTreeMap;
 
 /// A client op the model rejected.
 #[derive(Debug, Clone)]
@@ -26,45 +25,70 @@ pub(crate) fn prepare<M: Model>(
 ) -> Result<Vec<Part<M::Op>>, BadOp> {
     use rayon::prelude::*;
     // Ops are translated one pair at a time, in parallel, from the history's text when it
-    // has one: the whole history's values are never held at once.
-    let translated: Vec<Translated<M::Op>> = (0..history.pair_slots().len())
-        .into_par_iter()
-        .with_min_len(1024)
-        .map(|i| {
-            let Some(pair) = history.pair(i) else {
-                return Ok(None);
-            };
-            let completion = match pair.outcome {
-                Outcome::Ok => Completion::Ok,
-                Outcome::Fail => Completion::Failed,
-                Outcome::Info | Outcome::Pending => Completion::Unknown,
-            };
-            let op = model
-                .op(&pair, completion)
-                .map_err(|reason| BadOp { pair: i, reason })?;
-            let Some(op) = op else { return Ok(None) };
-            let required = completion != Completion::Unknown;
-            let part_op = PartOp {
-                pair: i,
-                op: 0,
-                required,
-                invoke: pair.invoke_pos,
-                end: if required { pair.end_pos() } else { usize::MAX },
-            };
-            let key = if split { pair.key_string() } else { None };
-            Ok(Some((key, part_op, op)))
-        })
-        .collect();
-    let mut groups: BTreeMap<Option<String>, Vec<(PartOp, M::Op)>> = BTreeMap::new();
-    for t in translated {
-        if let Some((key, part_op, op)) = t? {
-            groups.entry(key).or_default().push((part_op, op));
+    // has one: the whole history's values are never held at once. A chunk at a time, so
+    // the translated ops (and their key strings) of the whole history never are either:
+    // each chunk is sorted into its key's group before the next is translated.
+    let slots = history.pair_slots().len();
+    let mut group_of: FxHashMap<Option<String>, usize> = FxHashMap::default();
+    let mut groups: Vec<Group<M::Op>> = Vec::new();
+    for chunk in (0..slots).step_by(PREPARE_CHUNK) {
+        let translated: Vec<Translated<M::Op>> = (chunk..slots.min(chunk + PREPARE_CHUNK))
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|i| translate(model, history, split, i))
+            .collect();
+        for t in translated {
+            if let Some((key, part_op, op)) = t? {
+                let g = match group_of.get(&key) {
+                    Some(&g) => g,
+                    None => {
+                        groups.push((key.clone(), Vec::new()));
+                        group_of.insert(key, groups.len() - 1);
+                        groups.len() - 1
+                    }
+                };
+                groups[g].1.push((part_op, op));
+            }
         }
     }
+    // Parts in key order, as before (the report names the smallest invalid key).
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(groups
         .into_iter()
         .map(|(key, ops)| intern(model, key, prune(model, ops)))
         .collect())
+}
+
+/// A key and its translated ops, in history order.
+type Group<Op> = (Option<String>, Vec<(PartOp, Op)>);
+
+/// Pairs translated at a time by [`prepare`].
+const PREPARE_CHUNK: usize = 1 << 16;
+
+/// Translates pair `i` with the model.
+fn translate<M: Model>(model: &M, history: &History, split: bool, i: usize) -> Translated<M::Op> {
+    let Some(pair) = history.pair(i) else {
+        return Ok(None);
+    };
+    let completion = match pair.outcome {
+        Outcome::Ok => Completion::Ok,
+        Outcome::Fail => Completion::Failed,
+        Outcome::Info | Outcome::Pending => Completion::Unknown,
+    };
+    let op = model
+        .op(&pair, completion)
+        .map_err(|reason| BadOp { pair: i, reason })?;
+    let Some(op) = op else { return Ok(None) };
+    let required = completion != Completion::Unknown;
+    let part_op = PartOp {
+        pair: i,
+        op: 0,
+        required,
+        invoke: pair.invoke_pos,
+        end: if required { pair.end_pos() } else { usize::MAX },
+    };
+    let key = if split { pair.key_string() } else { None };
+    Ok(Some((key, part_op, op)))
 }
 
 /// Drops optional ops that cannot change the verdict.

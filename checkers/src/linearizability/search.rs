@@ -52,12 +52,12 @@
 //!   proves the part invalid at polynomial cost, where the exact search would have to try
 //!   every subset of indeterminate ops.
 
-use super::factor::{nogood_key, Components, Factored};
+use super::factor::{Components, Factored};
 use super::fxhash::FxHashMap;
 use super::model::Model;
 pub(crate) use super::part::{Budget, Outcome, Part, PartOp, Progress, Stop};
 use super::relaxed::relaxed_is_real;
-use super::tables::{Interner, KeySet};
+use super::tables::{Interner, KeySet, Placed};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -69,6 +69,8 @@ pub(crate) struct Frame {
     entry: u32,
     focus: u64,
     phase: u8,
+    /// The window's end when the op was placed (see `window_end`).
+    window_end: usize,
     prev_state: u32,
     /// The op's component's projected state before it (factored search only).
     prev_proj: u32,
@@ -131,10 +133,35 @@ pub(crate) fn search<M: Model>(
         }
     }
     let mut used = vec![0u32; part.values.len()];
+    // Each class's ops in invoke order (`used[c]` of them are placed: always a prefix), and
+    // per component the classes with ops in it: phase 1 tries each class's first unused op
+    // (a relaxed pass: its first op, reusable), so a scan costs the classes, not every
+    // indeterminate op invoked so far (which made a key's search quadratic in its info ops).
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); part.values.len()];
+    for (i, o) in ops.iter().enumerate() {
+        if !o.required {
+            members[o.op as usize].push(i as u32);
+        }
+    }
+    let mut comp_classes: Vec<Vec<u32>> = vec![Vec::new(); comps.map_or(1, |c| c.sizes.len())];
+    for (c, m) in members.iter().enumerate() {
+        if let Some(&first) = m.first() {
+            let comp = comps.map_or(0, |cs| cs.comp_of[first as usize] as usize);
+            comp_classes[comp].push(c as u32);
+        }
+    }
 
     // The entry lists: one per component (just one without components), entries `0..heads`
-    // are their head sentinels. With components, the return entries are also linked in
-    // one list of their own (sentinel `rhead`), whose first entry sets the focus.
+    // are their head sentinels, holding the required ops' calls and returns. Optional ops'
+    // calls are in lists of their own (sentinels `heads..2 * heads`): they have no return,
+    // so in one list with the required ops they would stay in every later window and each
+    // scan would walk all of them (quadratic in a key's info ops). Phase 1 walks the focus
+    // component's classes instead (`comp_classes`), trying each one's first unused op if it
+    // was invoked before the window's end; the optional lists serve the read lookahead. A
+    // relaxed pass never lifts optional ops and tries only a class's first member, so only
+    // first members are linked then.
+    // With components, the return entries are also linked in one list of their own
+    // (sentinel `rhead`), whose first entry sets the focus.
     let heads = comps.map_or(1, |c| c.sizes.len());
     let focused = comps.is_some();
     let mut events: Vec<(usize, u32, bool)> = Vec::with_capacity(2 * n);
@@ -145,21 +172,33 @@ pub(crate) fn search<M: Model>(
         }
     }
     events.sort_unstable_by_key(|e| (e.0, !e.2));
-    let m = heads + events.len() + 1;
+    let m = 2 * heads + events.len() + 1;
     let rhead = m - 1;
     let mut next = vec![NIL; m];
     let mut prev = vec![NIL; m];
     let mut rnext = vec![NIL; if focused { m } else { 0 }];
     let mut rprev = rnext.clone();
-    let mut tail: Vec<usize> = (0..heads).collect();
+    let mut tail: Vec<usize> = (0..2 * heads).collect();
     let mut rtail = rhead;
     let mut op_of = vec![0u32; m];
     let mut is_call = vec![false; m];
     let mut call_entry = vec![NIL; n];
     let mut ret_entry = vec![NIL; n];
     for (i, &(_, o, call)) in events.iter().enumerate() {
-        let id = heads + i;
-        let list = comps.map_or(0, |c| c.comp_of[o as usize] as usize);
+        let id = 2 * heads + i;
+        op_of[id] = o;
+        is_call[id] = call;
+        if call {
+            call_entry[o as usize] = id as u32;
+        } else {
+            ret_entry[o as usize] = id as u32;
+        }
+        let comp = comps.map_or(0, |c| c.comp_of[o as usize] as usize);
+        let optional = !ops[o as usize].required;
+        if optional && relaxed && ordinal[o as usize] != 0 {
+            continue;
+        }
+        let list = if optional { heads + comp } else { comp };
         prev[id] = tail[list] as u32;
         next[tail[list]] = id as u32;
         tail[list] = id;
@@ -168,32 +207,28 @@ pub(crate) fn search<M: Model>(
             rnext[rtail] = id as u32;
             rtail = id;
         }
-        op_of[id] = o;
-        is_call[id] = call;
-        if call {
-            call_entry[o as usize] = id as u32;
-        } else {
-            ret_entry[o as usize] = id as u32;
-        }
     }
 
     let mut states: Interner<M::State> = Interner::new();
     states.intern(model.init());
     let mut trans: FxHashMap<u64, u32> = FxHashMap::default();
 
-    let words = n / 64 + 1;
-    // `bits` marks placed required ops. Optional ops' bits stay set, so the memo key's
-    // trimming of finished words still works; the exact search tracks them in `used_bits`.
-    let mut bits = vec![0u64; words];
+    // `bits` marks placed required ops, by their rank among the required ops (`req_index`),
+    // so a memo key spans only the window of required ops (optional ops, never "done",
+    // would stretch it to the part's last one); the exact search tracks optional ops in
+    // `used_bits`, by `opt_index`.
     let mut opt_index = vec![0u32; n];
+    let mut req_index = vec![0u32; n];
     let mut n_optional = 0usize;
     for (i, o) in ops.iter().enumerate() {
-        if !o.required {
-            bits[i / 64] |= 1 << (i % 64);
+        if o.required {
+            req_index[i] = (i - n_optional) as u32;
+        } else {
             opt_index[i] = n_optional as u32;
             n_optional += 1;
         }
     }
+    let mut bits = Placed::new(n - n_optional);
     let opt_words = n_optional / 64 + 1;
     let mut used_bits = vec![0u64; opt_words];
     // Dominance memo of the exact search with optional ops: (placed required ops, state)
@@ -240,6 +275,9 @@ pub(crate) fn search<M: Model>(
     let mut focus = focus_of(&rnext);
     let mut entry = next[head_of(focus)];
     let mut phase: u8 = 0;
+    // Phase 1's bound: the position of the window's first return (the first unplaced
+    // required op's completion), `usize::MAX` when none is left in the list.
+    let mut window_end = usize::MAX;
     let mut iterations: u64 = 0;
 
     let progress =
@@ -293,182 +331,210 @@ pub(crate) fn search<M: Model>(
                 break Some(Stop::Steps);
             }
         }
-        if entry != NIL && is_call[entry as usize] {
-            let o = op_of[entry as usize];
-            let po = &ops[o as usize];
-            // (Every entry of the scanned list is in the focus component.)
-            let eligible = if po.required {
-                phase == 0
+        // Phase 1 walks the focus component's classes: skip those whose next unused op
+        // is missing or invoked after the window's end (bounded by the classes).
+        if phase == 1 && entry != NIL {
+            let list = &comp_classes[head_of(focus)];
+            while let Some(&c) = list.get(entry as usize) {
+                let next_op = members[c as usize].get(used[c as usize] as usize);
+                if next_op.is_some_and(|&o| ops[o as usize].invoke < window_end) {
+                    break;
+                }
+                entry += 1;
+            }
+            if entry as usize >= list.len() {
+                entry = NIL;
+            }
+        }
+        let in_window = entry != NIL && (phase == 1 || is_call[entry as usize]);
+        if in_window {
+            let o = if phase == 0 {
+                op_of[entry as usize]
             } else {
-                phase == 1 && ordinal[o as usize] == used[po.op as usize]
+                let c = comp_classes[head_of(focus)][entry as usize] as usize;
+                members[c][used[c] as usize]
             };
-            if eligible {
-                // The factored search steps the op's component's projected state alone.
-                let from = match fac.as_ref() {
-                    Some(f) => f.cur[f.comps.comp_of[o as usize] as usize],
-                    None => state,
-                };
-                let tkey = ((po.op as u64) << 32) | from as u64;
-                let ns = match trans.get(&tkey) {
-                    Some(&s) => s,
-                    None if fac.is_some() => {
-                        let f = fac.as_mut().expect("checked");
-                        let value = &part.values[po.op as usize];
-                        let s = f.step(model, from, value, &mut memo_bytes);
-                        trans.insert(tkey, s);
-                        memo_bytes += TRANS_ENTRY_BYTES;
-                        s
-                    }
-                    None => {
-                        let s = match model.step(states.get(state), &part.values[po.op as usize]) {
-                            None => NO_STATE,
-                            Some(next_state) => {
-                                let bytes = model.state_bytes(&next_state) as u64;
-                                let (id, fresh) = states.intern(next_state);
-                                if fresh {
-                                    memo_bytes += bytes + STATE_ENTRY_OVERHEAD;
-                                }
-                                id
+            let po = &ops[o as usize];
+            // (Every entry of the scanned list, and every class walked, is in the focus
+            // component; phase 0's list holds required ops only, and phase 1 gives each
+            // class's first unused op.)
+            // The factored search steps the op's component's projected state alone.
+            let from = match fac.as_ref() {
+                Some(f) => f.cur[f.comps.comp_of[o as usize] as usize],
+                None => state,
+            };
+            let tkey = ((po.op as u64) << 32) | from as u64;
+            let ns = match trans.get(&tkey) {
+                Some(&s) => s,
+                None if fac.is_some() => {
+                    let f = fac.as_mut().expect("checked");
+                    let value = &part.values[po.op as usize];
+                    let s = f.step(model, from, value, &mut memo_bytes);
+                    trans.insert(tkey, s);
+                    memo_bytes += TRANS_ENTRY_BYTES;
+                    s
+                }
+                None => {
+                    let s = match model.step(states.get(state), &part.values[po.op as usize]) {
+                        None => NO_STATE,
+                        Some(next_state) => {
+                            let bytes = model.state_bytes(&next_state) as u64;
+                            let (id, fresh) = states.intern(next_state);
+                            if fresh {
+                                memo_bytes += bytes + STATE_ENTRY_OVERHEAD;
                             }
-                        };
-                        trans.insert(tkey, s);
-                        memo_bytes += TRANS_ENTRY_BYTES;
-                        s
-                    }
-                };
-                // A required read that fits can go first in any valid continuation: see
-                // `Frame::forced`.
-                let noop = po.required && ns == from && read_only[po.op as usize];
-                let pruned = lookahead
-                    && ns != NO_STATE
-                    && !reads_reachable(
-                        model,
-                        states.get(ns),
-                        // A relaxed pass's optional op stays available, so it still counts.
-                        if po.required || !relaxed { o } else { NIL },
-                        Lists {
-                            next: &next,
-                            is_call: &is_call,
-                            op_of: &op_of,
-                        },
-                        part,
-                        &growing,
-                        &read_only,
-                    );
-                if ns != NO_STATE {
-                    let lift = po.required || !relaxed;
-                    let oi = opt_index[o as usize] as usize;
-                    if po.required {
-                        bits[o as usize / 64] |= 1 << (o % 64);
-                    } else if mark_optional {
-                        used_bits[oi / 64] |= 1 << (oi % 64);
-                    }
-                    let fresh = if pruned {
-                        false
-                    } else if let Some(f) = fac.as_mut() {
-                        // Only this op's component changed: only its nogoods can apply.
-                        // (A relaxed search's optional ops stay available: never marked.)
-                        if lift {
-                            f.set(o, true);
+                            id
                         }
-                        let c = f.comps.comp_of[o as usize];
-                        nogood_key(&mut key_buf, c, &f.bits[c as usize], ns);
-                        let dead = f.nogoods.contains(&key_buf);
-                        if dead && lift {
-                            f.set(o, false);
-                        }
-                        !dead
-                    } else if dominance {
-                        nogood_key(&mut key_buf, 0, &bits, ns);
-                        let key_bytes = key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
-                        let seen = dmemo.entry(key_buf.as_slice().into()).or_default();
-                        let dominated = seen.chunks(opt_words).any(|u| {
-                            u.iter()
-                                .zip(&used_bits)
-                                .all(|(&seen_w, &w)| seen_w & !w == 0)
-                        });
-                        if !dominated {
-                            if seen.is_empty() {
-                                memo_bytes += key_bytes;
-                            }
-                            seen.extend_from_slice(&used_bits);
-                            memo_bytes += opt_words as u64 * 8;
-                        }
-                        !dominated
-                    } else {
-                        // The plain memo: (placed ops, state), with a zero component.
-                        nogood_key(&mut key_buf, 0, &bits, ns);
-                        let fresh = memo.insert(&key_buf);
-                        if fresh {
-                            memo_bytes += key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
-                        }
-                        fresh
                     };
+                    trans.insert(tkey, s);
+                    memo_bytes += TRANS_ENTRY_BYTES;
+                    s
+                }
+            };
+            // A required read that fits can go first in any valid continuation: see
+            // `Frame::forced`.
+            let noop = po.required && ns == from && read_only[po.op as usize];
+            let pruned = lookahead
+                && ns != NO_STATE
+                && !reads_reachable(
+                    model,
+                    states.get(ns),
+                    // A relaxed pass's optional op stays available, so it still counts.
+                    if po.required || !relaxed { o } else { NIL },
+                    Lists {
+                        next: &next,
+                        is_call: &is_call,
+                        op_of: &op_of,
+                    },
+                    part,
+                    &growing,
+                    &read_only,
+                );
+            if ns != NO_STATE {
+                let lift = po.required || !relaxed;
+                let oi = opt_index[o as usize] as usize;
+                if po.required {
+                    bits.set(req_index[o as usize] as usize);
+                } else if mark_optional {
+                    used_bits[oi / 64] |= 1 << (oi % 64);
+                }
+                let fresh = if pruned {
+                    false
+                } else if let Some(f) = fac.as_mut() {
+                    // Only this op's component changed: only its nogoods can apply.
+                    // (A relaxed search's optional ops stay available: never marked.)
+                    if lift {
+                        f.set(o, true);
+                    }
+                    let c = f.comps.comp_of[o as usize];
+                    f.bits[c as usize].key(&mut key_buf, c, ns);
+                    let dead = f.nogoods.contains(&key_buf);
+                    if dead && lift {
+                        f.set(o, false);
+                    }
+                    !dead
+                } else if dominance {
+                    bits.key(&mut key_buf, 0, ns);
+                    let key_bytes = key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
+                    let seen = dmemo.entry(key_buf.as_slice().into()).or_default();
+                    let dominated = seen.chunks(opt_words).any(|u| {
+                        u.iter()
+                            .zip(&used_bits)
+                            .all(|(&seen_w, &w)| seen_w & !w == 0)
+                    });
+                    if !dominated {
+                        if seen.is_empty() {
+                            memo_bytes += key_bytes;
+                        }
+                        seen.extend_from_slice(&used_bits);
+                        memo_bytes += opt_words as u64 * 8;
+                    }
+                    !dominated
+                } else {
+                    // The plain memo: (placed ops, state), with a zero component.
+                    bits.key(&mut key_buf, 0, ns);
+                    let fresh = memo.insert(&key_buf);
                     if fresh {
-                        let mut prev_proj = 0;
-                        if let Some(f) = fac.as_mut() {
-                            let c = f.comps.comp_of[o as usize] as usize;
-                            prev_proj = std::mem::replace(&mut f.cur[c], ns);
-                        } else {
-                            memo_entries += 1;
-                        }
-                        stack.push(Frame {
-                            entry,
-                            focus,
-                            phase,
-                            prev_state: state,
-                            prev_proj,
-                            forced: noop,
-                            op: o,
-                            lifted: lift,
-                        });
-                        if fac.is_none() {
-                            state = ns;
-                        }
-                        if lift {
-                            remove(&mut next, &mut prev, call_entry[o as usize]);
-                            if po.required {
-                                remove(&mut next, &mut prev, ret_entry[o as usize]);
-                                if focused {
-                                    remove(&mut rnext, &mut rprev, ret_entry[o as usize]);
-                                }
-                                remaining -= 1;
-                            } else {
-                                used[po.op as usize] += 1;
-                                optional_live -= 1;
+                        memo_bytes += key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
+                    }
+                    fresh
+                };
+                if fresh {
+                    let mut prev_proj = 0;
+                    if let Some(f) = fac.as_mut() {
+                        let c = f.comps.comp_of[o as usize] as usize;
+                        prev_proj = std::mem::replace(&mut f.cur[c], ns);
+                    } else {
+                        memo_entries += 1;
+                    }
+                    stack.push(Frame {
+                        entry,
+                        focus,
+                        phase,
+                        window_end,
+                        prev_state: state,
+                        prev_proj,
+                        forced: noop,
+                        op: o,
+                        lifted: lift,
+                    });
+                    if fac.is_none() {
+                        state = ns;
+                    }
+                    if lift {
+                        remove(&mut next, &mut prev, call_entry[o as usize]);
+                        if po.required {
+                            remove(&mut next, &mut prev, ret_entry[o as usize]);
+                            if focused {
+                                remove(&mut rnext, &mut rprev, ret_entry[o as usize]);
                             }
+                            remaining -= 1;
+                        } else {
+                            used[po.op as usize] += 1;
+                            optional_live -= 1;
                         }
-                        let depth = total_required - remaining;
-                        if depth > best_required {
-                            best.truncate(low_water.min(best.len()));
-                            best.extend(stack[best.len()..].iter().map(|f| f.op));
-                            best_required = depth;
-                            best_state = state;
-                            low_water = stack.len();
-                        }
-                        focus = focus_of(&rnext);
-                        entry = next[head_of(focus)];
-                        phase = 0;
-                        continue;
                     }
-                    if po.required {
-                        bits[o as usize / 64] &= !(1 << (o % 64));
-                    } else if mark_optional {
-                        used_bits[oi / 64] &= !(1 << (oi % 64));
+                    let depth = total_required - remaining;
+                    if depth > best_required {
+                        best.truncate(low_water.min(best.len()));
+                        best.extend(stack[best.len()..].iter().map(|f| f.op));
+                        best_required = depth;
+                        best_state = state;
+                        low_water = stack.len();
                     }
-                    if noop {
-                        // Placing this no-op first was already refuted (see `forced`).
-                        dead_now = true;
-                    }
+                    focus = focus_of(&rnext);
+                    entry = next[head_of(focus)];
+                    phase = 0;
+                    continue;
+                }
+                if po.required {
+                    bits.clear(req_index[o as usize] as usize);
+                } else if mark_optional {
+                    used_bits[oi / 64] &= !(1 << (oi % 64));
+                }
+                if noop {
+                    // Placing this no-op first was already refuted (see `forced`).
+                    dead_now = true;
                 }
             }
-            entry = if dead_now { NIL } else { next[entry as usize] };
+            entry = if dead_now {
+                NIL
+            } else if phase == 1 {
+                entry + 1
+            } else {
+                next[entry as usize]
+            };
             continue;
         }
         // The end of the window: the return of an op not yet linearized.
         if phase == 0 && optional_live > 0 && !dead_now {
             phase = 1;
-            entry = next[head_of(focus)];
+            window_end = if entry == NIL {
+                usize::MAX
+            } else {
+                ops[op_of[entry as usize] as usize].end
+            };
+            entry = 0;
             continue;
         }
         // The configuration is dead. Its focus component is the reason: no op of that
@@ -490,7 +556,7 @@ pub(crate) fn search<M: Model>(
                 changed_reason = c as u64 == reason;
                 if changed_reason {
                     // Learn: this projection of the reason's component cannot be extended.
-                    nogood_key(&mut key_buf, c, &fc.bits[c as usize], fc.cur[c as usize]);
+                    fc.bits[c as usize].key(&mut key_buf, c, fc.cur[c as usize]);
                     memo_bytes += key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
                     fc.nogoods.insert(&key_buf);
                     memo_entries += 1;
@@ -502,7 +568,7 @@ pub(crate) fn search<M: Model>(
             }
             if f.lifted {
                 if po.required {
-                    bits[f.op as usize / 64] &= !(1 << (f.op % 64));
+                    bits.clear(req_index[f.op as usize] as usize);
                 } else if mark_optional {
                     let oi = opt_index[f.op as usize] as usize;
                     used_bits[oi / 64] &= !(1 << (oi % 64));
@@ -528,9 +594,14 @@ pub(crate) fn search<M: Model>(
             dead_component = Some(reason);
             break None;
         };
-        entry = next[f.entry as usize];
+        entry = if f.phase == 1 {
+            f.entry + 1
+        } else {
+            next[f.entry as usize]
+        };
         phase = f.phase;
         focus = f.focus;
+        window_end = f.window_end;
     };
     budget
         .used_memory
@@ -571,6 +642,14 @@ pub(crate) fn search<M: Model>(
             stuck,
         )
     };
+    if super::run::profiling() {
+        eprintln!(
+            "linearizability profile:   {mode:?} search: {iterations} iterations, {} memo \
+             entries, {} states, stop {stop:?}, {remaining} of {total_required} required left",
+            memo_entries + dmemo.len(),
+            states.len()
+        );
+    }
     let outcome = match stop {
         Some(s) => Outcome::Stopped(s, prog(&best)),
         None if remaining == 0 => {
@@ -590,7 +669,8 @@ pub(crate) fn search<M: Model>(
     outcome
 }
 
-/// The entry list the lookahead walks.
+/// The entry lists the lookahead walks: the required ops' (head 0) and the optional ops'
+/// calls (head 1), of an unfactored search.
 struct Lists<'a> {
     next: &'a [u32],
     is_call: &'a [bool],
@@ -604,7 +684,8 @@ const LOOKAHEAD_ENTRIES: usize = 256;
 
 /// The read lookahead (see the module docs): false if some unplaced required read that
 /// only growing ops can precede cannot be reached from `state`, reached by placing
-/// `placing` (whose own entries are still in the list).
+/// `placing` (whose own entries are still in the list). The walk is that of the two lists
+/// merged in history order: it ends at the first call of an op that does not grow.
 fn reads_reachable<M: Model>(
     model: &M,
     state: &M::State,
@@ -614,6 +695,22 @@ fn reads_reachable<M: Model>(
     growing: &[bool],
     read_only: &[bool],
 ) -> bool {
+    // The first optional call that does not grow ends the merged walk; an unfinished
+    // search for it ends it at the last optional call seen (earlier is always safe).
+    let mut optional_stop = usize::MAX;
+    let mut e = lists.next[1];
+    let mut walked = 0;
+    while e != NIL {
+        let o = lists.op_of[e as usize];
+        walked += 1;
+        if walked == LOOKAHEAD_ENTRIES
+            || (o != placing && !growing[part.ops[o as usize].op as usize])
+        {
+            optional_stop = part.ops[o as usize].invoke;
+            break;
+        }
+        e = lists.next[e as usize];
+    }
     let mut e = lists.next[0];
     let mut reads = 0;
     let mut walked = 0;
@@ -626,6 +723,8 @@ fn reads_reachable<M: Model>(
                 if !growing[v] {
                     return true;
                 }
+            } else if part.ops[o as usize].end > optional_stop {
+                return true;
             } else if read_only[v] && growing[v] {
                 if !model.may_reach(state, &part.values[v]) {
                     return false;

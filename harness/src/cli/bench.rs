@@ -66,6 +66,25 @@ pub(crate) struct BenchArgs {
     /// The echo node for the maelstrom bench (any Maelstrom echo program).
     #[arg(long, default_value = "examples/maelstrom/js/echo.js")]
     bin: PathBuf,
+    /// Linearizable bench: instead of the public histories, generated keyed cas-register
+    /// histories at `--sizes` x `--info`, plus one with a corrupt read per size at 5 %
+    /// info, each checked by a `splitbrain check` child (time and peak RSS per cell, and the
+    /// growth from the smallest size to the largest).
+    #[arg(long)]
+    scale: bool,
+    /// Sizes of the scale bench, in ops.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000000,3000000,10000000"
+    )]
+    sizes: Vec<usize>,
+    /// Percentages of ops ending `info` in the scale bench.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,5,20")]
+    info: Vec<f64>,
+    /// Scale bench: leave out the corrupt-read row per size.
+    #[arg(long)]
+    no_corrupt: bool,
 }
 
 pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
@@ -93,6 +112,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             );
             Ok(0)
         }
+        "linearizable" if a.scale => linearizable_scale(&a),
         "linearizable" => {
             let data = a.data.is_dir().then_some(a.data.as_path());
             print!(
@@ -230,6 +250,45 @@ fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(0)
+}
+
+/// `bench linearizable --scale`: generation outside the measured time, each check in a
+/// child process so its own peak RSS is measured. Exits 1 if a verdict is not the expected
+/// one (valid for generated histories, invalid with a corrupt read).
+fn linearizable_scale(a: &BenchArgs) -> anyhow::Result<u8> {
+    let exe = std::env::current_exe()?;
+    let dir = tempfile_dir()?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut plan: Vec<(usize, f64, bool)> = Vec::new();
+    for &info in &a.info {
+        plan.extend(a.sizes.iter().map(|&size| (size, info, false)));
+    }
+    if !a.no_corrupt {
+        plan.extend(a.sizes.iter().map(|&size| (size, 5.0, true)));
+    }
+    let mut cells = Vec::new();
+    for (size, info, corrupt) in plan {
+        let cell = splitbrain::bench::linearizable_scale_cell(&exe, &dir, size, info, corrupt);
+        let cell = match cell {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        eprintln!(
+            "{size} ops, {info} % info{}: {} in {:.2} s",
+            if corrupt { ", corrupt read" } else { "" },
+            cell.verdict,
+            cell.seconds
+        );
+        cells.push(cell);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    print!("{}", splitbrain::bench::scale_table(&cells, load.trim()));
+    let expected =
+        |c: &splitbrain::bench::ScaleCell| c.verdict == if c.corrupt { "INVALID" } else { "valid" };
+    Ok(if cells.iter().all(expected) { 0 } else { 1 })
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
