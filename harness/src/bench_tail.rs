@@ -162,6 +162,7 @@ fn spec(
         target_bin: None,
         hosts: None,
         stop_on_anomaly: None,
+        no_online_check: false,
         version: env!("CARGO_PKG_VERSION").to_string(),
         maelstrom: None,
     }

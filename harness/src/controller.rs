@@ -170,7 +170,8 @@ pub async fn run_test(
 }
 
 /// Starts checking the run's history while it is recorded ([`crate::online`]), with the
-/// workload's checkers that decide on a prefix; `None` when it has none.
+/// workload's checkers that decide on a prefix; `None` when it has none or the run asks
+/// for none (`--no-online-check`).
 fn start_online(
     spec: &TestSpec,
     workload: &dyn Workload,
@@ -178,6 +179,9 @@ fn start_online(
     recorder: &HistoryRecorder,
     show_progress: bool,
 ) -> Option<OnlineMonitor> {
+    if spec.no_online_check {
+        return None;
+    }
     let checkers = workload
         .checkers(&crate::online::online_options(check))
         .ok()?;

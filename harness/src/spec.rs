@@ -107,6 +107,11 @@ pub struct TestSpec {
     /// Absent when not asked for and in older test.json files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_on_anomaly: Option<Vec<String>>,
+    /// `--no-online-check`: nothing is checked while the run goes on, only the final
+    /// check (to measure what online checking costs). Absent when false and in older
+    /// test.json files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_online_check: bool,
     /// splitbrain's version.
     pub version: String,
 }

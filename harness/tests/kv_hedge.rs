@@ -54,6 +54,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         target_bin: None,
         hosts: None,
         stop_on_anomaly: None,
+        no_online_check: false,
         version: "test".into(),
         maelstrom: None,
     };

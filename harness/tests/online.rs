@@ -1,6 +1,7 @@
 //! End-to-end runs with `--stop-on-anomaly`: a bundled system's bug is found while the run
 //! goes on, the run stops long before its time limit, and the final check of the whole
-//! history confirms what the online check found; a correct system runs its course.
+//! history confirms what the online check found; a correct system runs its course;
+//! `--no-online-check` checks only at the end.
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -159,4 +160,57 @@ fn a_correct_kv_store_runs_its_whole_time_limit_and_is_valid() {
         .unwrap();
     let main_phase_s = (last_invoke_ns - first_client_ns) as f64 / 1e9;
     assert!(main_phase_s > 7.0, "the main phase lasted {main_phase_s} s");
+}
+
+const DIRTY_READ_TIME_S: f64 = 10.0;
+
+/// A txn list-append run with dirty reads, [`DIRTY_READ_TIME_S`] long, online checking on
+/// or off: stderr, and results.json's `first_known_at_s` for `elle-list-append`.
+fn dirty_read_run(extra: &[&str]) -> (String, f64) {
+    let limit = DIRTY_READ_TIME_S.to_string();
+    let store = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .args(["test", "--target", "txn", "--nodes", "3", "--no-progress"])
+        .args([
+            "--workload",
+            "list-append",
+            "--bug",
+            "dirty-read",
+            "--rate",
+            "0",
+        ])
+        .args(["--nemesis", "none", "--seed", "1", "--time-limit", &limit])
+        .args(extra)
+        .arg("--store")
+        .arg(store.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let results: Value =
+        serde_json::from_slice(&std::fs::read(store.path().join("latest/results.json")).unwrap())
+            .unwrap();
+    assert!(support::no_process_mentions(store.path()));
+    let known = results["first_known_at_s"]["elle-list-append"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no first_known_at_s: {results:#}"));
+    (stderr, known)
+}
+
+#[test]
+fn no_online_check_leaves_the_anomaly_to_the_final_check() {
+    // Online: found and printed while the run goes on.
+    let (stderr, known) = dirty_read_run(&[]);
+    assert!(
+        stderr.contains("splitbrain: online: elle-list-append"),
+        "{stderr}"
+    );
+    assert!(known < DIRTY_READ_TIME_S, "known online at {known} s");
+    // Without: nothing printed while it runs, and first known only once checked at the end.
+    let (stderr, known) = dirty_read_run(&["--no-online-check"]);
+    assert!(!stderr.contains("splitbrain: online:"), "{stderr}");
+    assert!(
+        known >= DIRTY_READ_TIME_S,
+        "known at {known} s without online checking"
+    );
 }

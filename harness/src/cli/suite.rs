@@ -53,6 +53,10 @@ pub(crate) struct SuiteArgs {
     /// time is also a test of that (CI runs `--jobs 2` on its 2 cores).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     jobs: u32,
+    /// Run every cell without the check alongside it (`test --no-online-check`), so no
+    /// cell stops early: the suite as it ran before online checking, to compare with.
+    #[arg(long)]
+    no_online_check: bool,
 }
 
 /// Parses one cell's `splitbrain test` arguments with the `test` command's own flags.
@@ -92,6 +96,13 @@ pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
     if let Some(t) = a.time_limit {
         for c in &mut suite.cells {
             c.options.time_limit = Some(t);
+        }
+    }
+    if a.no_online_check {
+        for c in &mut suite.cells {
+            if !c.options.extra.iter().any(|x| x == "--no-online-check") {
+                c.options.extra.push("--no-online-check".to_string());
+            }
         }
     }
     // Cells whose program is not here (`requires`, `${VAR}`) step aside, saying why.

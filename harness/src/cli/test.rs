@@ -159,6 +159,10 @@ pub(crate) struct TestArgs {
         requires = "stop_on_anomaly"
     )]
     stop_when_found: Vec<String>,
+    /// Check nothing while the run goes on, only the final check (no live anomalies, no
+    /// `first_known_at_s` before the run's end); measures what online checking costs.
+    #[arg(long, conflicts_with = "stop_on_anomaly")]
+    no_online_check: bool,
     /// Do not show the progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -572,6 +576,7 @@ fn common_spec(
         hosts,
         version: env!("CARGO_PKG_VERSION").to_string(),
         stop_on_anomaly: a.stop_on_anomaly.then(|| a.stop_when_found.clone()),
+        no_online_check: a.no_online_check,
         maelstrom,
     };
     check_plan_nodes(&spec)?;

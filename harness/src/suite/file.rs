@@ -165,13 +165,16 @@ impl Cell {
     /// has found everything the cell expects (`--stop-on-anomaly`, `--stop-when-found`
     /// for each expected checker and anomaly type), when it can find all of them; no
     /// flags otherwise (a valid cell runs its course, and so does one expecting what only
-    /// the final check can tell, e.g. `lost-appends` or convergence).
+    /// the final check can tell, e.g. `lost-appends` or convergence, and every cell of
+    /// `suite --no-online-check`).
     pub fn stop_on_anomaly_flags(&self) -> Vec<String> {
         let o = &self.options;
         let remote_or_maelstrom = o.target == "maelstrom" || o.extra.iter().any(|a| a == "--hosts");
         if self.expect.verdict != ExpectedVerdict::Invalid
             || remote_or_maelstrom
-            || o.extra.iter().any(|a| a == "--stop-on-anomaly")
+            || o.extra
+                .iter()
+                .any(|a| a == "--stop-on-anomaly" || a == "--no-online-check")
         {
             return Vec::new();
         }

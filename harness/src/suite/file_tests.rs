@@ -318,3 +318,25 @@ expect = "invalid"
         ]
     );
 }
+
+#[test]
+fn a_cell_run_without_the_online_check_does_not_stop_early() {
+    let suite = r#"
+name = "full-length"
+seeds = [1]
+
+[[cell]]
+name = "any"
+target = "txn"
+workload = "list-append"
+expect = "invalid"
+"#;
+    let mut s = parse_suite(suite, "full.toml", "x").unwrap();
+    assert_eq!(s.cells[0].stop_on_anomaly_flags(), ["--stop-on-anomaly"]);
+    // What `suite --no-online-check` adds to every cell.
+    s.cells[0].options.extra.push("--no-online-check".into());
+    assert!(s.cells[0].stop_on_anomaly_flags().is_empty());
+    let args = s.cells[0].test_args(1, "store");
+    assert!(args.iter().any(|a| a == "--no-online-check"), "{args:?}");
+    assert!(!args.iter().any(|a| a == "--stop-on-anomaly"), "{args:?}");
+}
