@@ -190,7 +190,7 @@ fn generate_and_check(
         .stdout(std::process::Stdio::piped())
         .stderr(std::fs::File::create(errors)?)
         .spawn()?;
-    let output = child.wait_with_output_and_rusage()?;
+    let output = wait_with_output_and_rusage(child)?;
     Ok((output, started.elapsed().as_secs_f64()))
 }
 
@@ -217,34 +217,28 @@ struct ChildOutput {
     max_rss: u64,
 }
 
-trait WaitWithRusage {
-    /// Reads the child's stdout to its end, then reaps it with `wait4`, which reports that
-    /// child's own peak RSS (`RUSAGE_CHILDREN` would be the largest of all children).
-    fn wait_with_output_and_rusage(self) -> std::io::Result<ChildOutput>;
-}
-
-impl WaitWithRusage for std::process::Child {
-    fn wait_with_output_and_rusage(mut self) -> std::io::Result<ChildOutput> {
-        use std::io::Read as _;
-        let mut stdout = Vec::new();
-        if let Some(mut out) = self.stdout.take() {
-            out.read_to_end(&mut stdout)?;
-        }
-        let pid = self.id() as libc::pid_t;
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value, and wait4 writes only into `status`
-        // and `usage`, both live for the call.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if reaped != pid {
-            return Err(std::io::Error::last_os_error());
-        }
-        // ru_maxrss is in KiB on Linux.
-        Ok(ChildOutput {
-            stdout,
-            max_rss: (usage.ru_maxrss.max(0) as u64) * 1024,
-        })
+/// Reads the child's stdout to its end, then reaps it with `wait4`, which reports that
+/// child's own peak RSS (`RUSAGE_CHILDREN` would be the largest of all children).
+fn wait_with_output_and_rusage(mut child: std::process::Child) -> std::io::Result<ChildOutput> {
+    use std::io::Read as _;
+    let mut stdout = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_end(&mut stdout)?;
     }
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value, and wait4 writes only into `status`
+    // and `usage`, both live for the call.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if reaped != pid {
+        return Err(std::io::Error::last_os_error());
+    }
+    // ru_maxrss is in KiB on Linux.
+    Ok(ChildOutput {
+        stdout,
+        max_rss: (usage.ru_maxrss.max(0) as u64) * 1024,
+    })
 }
 
 /// The scale table (Markdown): one row per cell, then per info rate (corrupt cells aside)

@@ -160,9 +160,7 @@ pub async fn before_restart(
         shown.join(", "),
         layouts[first].name
     );
-    for layout in layouts {
-        note(layout, &note_text);
-    }
+    note_all(layouts, &note_text);
     Ok(if first == i { vec![i] } else { vec![first, i] })
 }
 
@@ -348,9 +346,7 @@ async fn reset_quorum(
                     describe(&states, layouts),
                     layouts[i].name
                 );
-                for layout in layouts {
-                    note(layout, &text);
-                }
+                note_all(layouts, &text);
                 return Ok(None);
             }
             Quorum::Unsettled => tokio::time::sleep(QUORUM_POLL).await,
@@ -374,9 +370,7 @@ async fn reset_quorum(
             down.join(", "),
             layouts[i].name
         );
-        for layout in layouts {
-            note(layout, &text);
-        }
+        note_all(layouts, &text);
         return Ok(None);
     }
     // Of equals, the restarted node founds rather than a node no SQL reaches.
@@ -406,14 +400,10 @@ async fn reset_quorum(
             "splitbrain: no running node is primary (seen {waited:.1} s into the restart: {seen}), but the most advanced, {} at seqno {best_seqno}, runs no SQL to reset the quorum on, and {} at seqno {mine} holds less; {} joins them as they are\n",
             layouts[best].name, layouts[i].name, layouts[i].name
         );
-        for layout in layouts {
-            note(layout, &text);
-        }
+        note_all(layouts, &text);
         return Ok(None);
     };
-    for layout in layouts {
-        note(layout, &text);
-    }
+    note_all(layouts, &text);
     Ok(Some(vec![i]))
 }
 
@@ -453,9 +443,7 @@ async fn bootstrap_primary(best: usize, layouts: &[NodeLayout]) -> Result<(), St
             return Err(format!("{error} ({tries} tries)"));
         }
         let text = format!("splitbrain: {error}; trying again in 1 s\n");
-        for layout in layouts {
-            note(layout, &text);
-        }
+        note_all(layouts, &text);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
@@ -506,6 +494,13 @@ async fn cluster_state(node: usize, addr: std::net::SocketAddr) -> Option<NodeSt
         size: value("wsrep_cluster_size")?.parse().ok()?,
         answered: true,
     })
+}
+
+/// Appends `text` to every node's log: a restart's decision concerns the whole cluster.
+fn note_all(layouts: &[NodeLayout], text: &str) {
+    for layout in layouts {
+        note(layout, text);
+    }
 }
 
 /// Appends `text` to node `layout`'s log (a note of what the harness decided).
