@@ -1,10 +1,12 @@
 //! etcd (Debian's `etcd-server`, an unmodified third-party binary): how to start a cluster
 //! of it and its client over the v3 JSON gateway.
 //!
-//! Members dial each other at one advertised peer URL, so they cannot sit behind the proxy
-//! mesh: each member runs in a network namespace of its own ([`NodeNetwork::Namespaces`])
-//! at `ADDR:2379` (clients) and `ADDR:2380` (peers), and partitions are nftables rules
-//! there. Readiness is `GET /health`; who leads is `POST /v3/maintenance/status`, whose
+//! Members dial each other at one advertised peer URL, so they cannot be told a proxy per
+//! link: each member runs in a network namespace of its own ([`NodeNetwork::Namespaces`])
+//! at `ADDR:2379` (clients) and `ADDR:2380` (peers), and in a run with faults every
+//! connection a member opens to another's `:2380` is routed through the proxy of that
+//! link ([`Target::mesh_ports`]), which cuts (one way too), slows and drops from it.
+//! Readiness is `GET /health`; who leads is `POST /v3/maintenance/status`, whose
 //! answer carries the member's own id and the id of the leader it follows.
 //!
 //! etcd is a Go program: Go reads the time through the vDSO, which libfaketime's
@@ -59,6 +61,10 @@ impl Target for EtcdTarget {
             client_port: CLIENT_PORT,
             peer_port: PEER_PORT,
         }
+    }
+    fn mesh_ports(&self) -> Vec<u16> {
+        // Raft's messages between members: streams and pipelines on the peer port.
+        vec![PEER_PORT]
     }
     fn clock_source(&self) -> ClockSource {
         ClockSource::Unsupported

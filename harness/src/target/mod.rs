@@ -217,6 +217,14 @@ pub trait Target: Send + Sync {
     fn peers_dial_the_client_port(&self) -> bool {
         false
     }
+    /// For a target on [`NodeNetwork::Namespaces`]: the ports its members dial each other
+    /// at (etcd: the peer port; Redis: the server's and the sentinel's). In a run with
+    /// faults every such connection is routed through the proxy mesh
+    /// (`splitbrain_nemesis::netns_mesh`), so partitions (one-way too), slow links and
+    /// loss act on them without tc netem. Empty: faults are nftables rules only.
+    fn mesh_ports(&self) -> Vec<u16> {
+        Vec::new()
+    }
     /// Why fault `fault` cannot reach this target's nodes as they are laid out here (so
     /// a run would record a fault that changed nothing), or None.
     fn refuses_fault(&self, _fault: &str) -> Option<String> {

@@ -2,9 +2,10 @@
 //! with asynchronous replicas and a Sentinel beside every server, laid out as Jepsen
 //! does it.
 //!
-//! Every node has a network namespace of its own (the nemesis's namespace backend: Redis
-//! replicas and sentinels dial the one address a server announces, so the proxy mesh
-//! cannot sit between them) holding `redis-server` on port 6379 (the node process, which
+//! Every node has a network namespace of its own (Redis replicas and sentinels dial the
+//! one address a server announces, so they cannot be told a proxy per link; in a run with
+//! faults, rules there route every connection between nodes through the link's proxy,
+//! [`Target::mesh_ports`]) holding `redis-server` on port 6379 (the node process, which
 //! kill and pause hit) and `redis-sentinel` on 26379 (a sidecar the faults leave alone:
 //! the sentinels are the failure detector). n1 starts as the primary, the others as its
 //! replicas; the sentinels monitor it with a majority quorum and fail over after a second
@@ -51,6 +52,11 @@ impl Target for RedisTarget {
             client_port: SERVER_PORT,
             peer_port: SENTINEL_PORT,
         }
+    }
+    fn mesh_ports(&self) -> Vec<u16> {
+        // Replication (replicas dial the primary's server port), and Sentinel's links to
+        // every server and to the other sentinels.
+        vec![SERVER_PORT, SENTINEL_PORT]
     }
     /// Unsupported: Debian's redis-server is linked with jemalloc, whose start-up
     /// `clock_gettime` call libfaketime 0.9.10 cannot survive (the server hangs before it
