@@ -15,6 +15,9 @@
 //!
 //! Loss drops whole newline-terminated messages (the bundled targets speak JSON lines), so
 //! a lossy link loses messages without corrupting the framing of the ones that get through.
+//! On a binary protocol (PostgreSQL's replication, etcd's protobuf, RESP's bulk strings)
+//! it cuts frames in two and the receiver drops the connection; namespaced nodes get real
+//! packet loss instead ([`crate::netns_mesh`]).
 
 mod conn;
 
