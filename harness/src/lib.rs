@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod bench_converge;
+pub mod bench_online;
 pub mod bench_tail;
 pub mod check;
 pub mod check_options;
