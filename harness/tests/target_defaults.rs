@@ -45,11 +45,11 @@ fn why_not_runnable(name: &str) -> Option<String> {
             return Some(why);
         }
     }
-    let target = splitbrain::target::by_name(name)?;
+    let target = splitbrain::systems::by_name(name)?;
     let missing: Vec<String> = target
         .required_programs()
         .iter()
-        .filter(|p| splitbrain::programs::find_on_path(p.program).is_none())
+        .filter(|p| splitbrain::run::programs::find_on_path(p.program).is_none())
         .map(|p| format!("`{}` (Debian package {})", p.program, p.package))
         .collect();
     (!missing.is_empty()).then(|| format!("target {name} needs {}", missing.join(", ")))
