@@ -224,13 +224,13 @@ pub fn table(runs: &[OnlineRun], duration: Duration) -> String {
     );
     let _ = writeln!(
         out,
-        "| online | exit | ok ops | tree CPU s | per 1k ok ops | splitbrain CPU s | per 1k ok ops | peak RSS MiB | load before | load after |"
+        "| online | exit | ok ops | tree CPU s | per 1k ok ops | splitbrain CPU s | per 1k ok ops | peak RSS MiB | per 1M ok ops | load before | load after |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for r in runs {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.1} | {:.3} | {:.1} | {:.3} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {:.3} | {:.1} | {:.3} | {:.0} | {:.0} | {} | {} |",
             if r.online { "on" } else { "off" },
             r.code.map_or("-".to_string(), |c| c.to_string()),
             r.ok_ops,
@@ -239,6 +239,7 @@ pub fn table(runs: &[OnlineRun], duration: Duration) -> String {
             r.own_cpu_s,
             r.own_per_k(),
             mib(r.peak_rss),
+            mib(r.peak_rss) * 1e6 / r.ok_ops.max(1) as f64,
             r.load.0,
             r.load.1
         );
@@ -254,15 +255,21 @@ pub fn table(runs: &[OnlineRun], duration: Duration) -> String {
         let own = per_k(true, &|r| r.own_cpu_s) / per_k(false, &|r| r.own_cpu_s);
         let peak = (sum(true, &|r| r.peak_rss as f64) / n(true))
             / (sum(false, &|r| r.peak_rss as f64) / n(false));
+        // The recorder keeps the whole history for the final check, so memory grows with
+        // the ops recorded whether online checking is on or not: per op is the comparison.
+        let peak_per_op =
+            per_k(true, &|r| r.peak_rss as f64) / per_k(false, &|r| r.peak_rss as f64);
         let _ = writeln!(
             out,
-            "\non / off: tree CPU per 1k ok ops {:.3} ({:+.1} %), splitbrain CPU per 1k ok ops {:.3} ({:+.1} %), peak RSS {:.3} ({:+.1} %)",
+            "\non / off: tree CPU per 1k ok ops {:.3} ({:+.1} %), splitbrain CPU per 1k ok ops {:.3} ({:+.1} %), peak RSS {:.3} ({:+.1} %), peak RSS per ok op {:.3} ({:+.1} %)",
             tree,
             (tree - 1.0) * 100.0,
             own,
             (own - 1.0) * 100.0,
             peak,
-            (peak - 1.0) * 100.0
+            (peak - 1.0) * 100.0,
+            peak_per_op,
+            (peak_per_op - 1.0) * 100.0
         );
     }
     let _ = writeln!(
