@@ -12,7 +12,7 @@
 //! checked by hand: its log timestamps stay on the real time under `FAKETIME=-10d`).
 
 use super::{
-    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Target,
+    poll_until, BoxFuture, Client, ClockSource, NodeNetwork, Profile, RequiredProgram, Target,
     TargetOptions,
 };
 use serde_json::{json, Value};
@@ -36,23 +36,20 @@ const ELECTION_MS: u64 = 500;
 pub struct EtcdTarget;
 
 impl Target for EtcdTarget {
-    fn name(&self) -> &'static str {
-        "etcd"
-    }
-    fn description(&self) -> &'static str {
-        "etcd (Debian's etcd-server, unmodified), one member per network namespace, over its v3 JSON gateway; read modes linearizable/serializable"
-    }
-    fn binary_name(&self) -> &'static str {
-        "etcd"
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "etcd",
+            "etcd (Debian's etcd-server, unmodified), one member per network namespace, over its v3 JSON gateway; read modes linearizable/serializable",
+            "etcd",
+        )
+        .read_modes(&["linearizable", "serializable"])
+        .workloads(&["register", "append"])
     }
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
         vec![RequiredProgram {
             program: "etcd",
             package: "etcd-server",
         }]
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        Vec::new()
     }
     fn network(&self) -> NodeNetwork {
         NodeNetwork::Namespaces {
@@ -62,12 +59,6 @@ impl Target for EtcdTarget {
     }
     fn clock_source(&self) -> ClockSource {
         ClockSource::Unsupported
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec!["linearizable", "serializable"]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["register", "append"]
     }
 
     fn node_args(

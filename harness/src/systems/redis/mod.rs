@@ -18,7 +18,7 @@ pub use client::{ReadFrom, RedisClient};
 pub use config::{SENTINEL_PORT, SERVER_PORT};
 
 use super::{
-    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Sidecar,
+    poll_until, BoxFuture, Client, ClockSource, NodeNetwork, Profile, RequiredProgram, Sidecar,
     Target, TargetOptions,
 };
 use crate::run::node_layout::NodeLayout;
@@ -34,17 +34,15 @@ pub struct RedisTarget;
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 
 impl Target for RedisTarget {
-    fn name(&self) -> &'static str {
-        "redis"
-    }
-    fn description(&self) -> &'static str {
-        "Redis 7 primary + asynchronous replicas, Sentinel failover (Debian redis-server, redis-sentinel; root: one network namespace per node); read modes primary/replica; --wait N"
-    }
-    fn binary_name(&self) -> &'static str {
-        "redis-server"
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        Vec::new()
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "redis",
+            "Redis 7 primary + asynchronous replicas, Sentinel failover (Debian redis-server, redis-sentinel; root: one network namespace per node); read modes primary/replica; --wait N",
+            "redis-server",
+        )
+        .read_modes(&["primary", "replica"])
+        .accepted_flags(&["wait", "read-from"])
+        .workloads(&["register", "append"])
     }
     fn network(&self) -> NodeNetwork {
         NodeNetwork::Namespaces {
@@ -58,9 +56,6 @@ impl Target for RedisTarget {
     fn clock_source(&self) -> ClockSource {
         ClockSource::Unsupported
     }
-    fn read_modes(&self) -> Vec<&str> {
-        vec!["primary", "replica"]
-    }
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
         vec![
             RequiredProgram {
@@ -72,12 +67,6 @@ impl Target for RedisTarget {
                 package: "redis-sentinel",
             },
         ]
-    }
-    fn accepted_flags(&self) -> Vec<&str> {
-        vec!["wait", "read-from"]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["register", "append"]
     }
 
     fn node_args(
