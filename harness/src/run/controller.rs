@@ -205,7 +205,7 @@ fn start_online(
         .stop_on_anomaly
         .clone()
         .map(|when_found| StopRule { when_found });
-    let monitor = OnlineMonitor::start(recorder, checkers, !check.no_split, rule, !show_progress);
+    let monitor = OnlineMonitor::start(recorder, checkers, rule, !show_progress);
     if monitor.is_none() && spec.stop_on_anomaly.is_some() {
         eprintln!(
             "splitbrain: --stop-on-anomaly: no checker of workload {} decides before the run ends; it runs its course",
