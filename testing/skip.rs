@@ -1,6 +1,6 @@
 //! The one way a test steps aside when something it needs is missing (a program, a
 //! privilege, `../shared/data`). Included by each crate's integration tests with
-//! `#[path = "../../testing/skip.rs"] mod skip;` (depth as needed), like `test_ports.rs`.
+//! `#[path = "../../testing/skip.rs"] mod skip;` (depth as needed).
 //!
 //! With `CI=true` a missing dependency is a failure that names it, so a CI machine that
 //! stopped installing something goes red instead of quietly passing fewer tests. Anywhere
