@@ -5,8 +5,10 @@
 //! - [`tail`]: `bench tail`, the KV read policies under slow-server scenarios.
 //! - [`converge`]: `bench converge`, Bayou's time to converge after a heal.
 //! - [`maelstrom`]: `bench maelstrom`, the simulated network's routing and echo round trips.
+//! - [`online`]: `bench online`, a kv `--rate 0` run with and without online checking.
 
 pub mod controller;
 pub mod converge;
 pub mod maelstrom;
+pub mod online;
 pub mod tail;

@@ -3,7 +3,7 @@
 use crate::core::{Bugs, CoreConfig};
 use crate::types::ReplicaId;
 use clap::{Parser, ValueEnum};
-use std::path::PathBuf;
+use splitbrain_target_runtime::cli::NodeArgs;
 
 /// A deliberate bug (see the README's bug table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -45,22 +45,9 @@ impl Bug {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "splitbrain-bayou", version, verbatim_doc_comment)]
 pub struct Args {
-    /// This replica's id, 1..=N.
-    #[arg(long)]
-    pub id: ReplicaId,
-    /// Address for the client HTTP API.
-    #[arg(long)]
-    pub client_listen: String,
-    /// Address other replicas connect to.
-    #[arg(long)]
-    pub peer_listen: String,
-    /// Where THIS replica dials replica ID, as ID=HOST:PORT; once per other replica
-    /// (N = 1 + count).
-    #[arg(long = "peer", value_parser = splitbrain_target_runtime::cli::parse_peer)]
-    pub peers: Vec<(ReplicaId, String)>,
-    /// Directory for the log and checkpoint (created if missing).
-    #[arg(long)]
-    pub data_dir: PathBuf,
+    /// `--id`, `--client-listen`, `--peer-listen`, `--peer`, `--data-dir`.
+    #[command(flatten)]
+    pub node: NodeArgs,
     /// Turn on a deliberate bug (repeatable).
     #[arg(long = "bug", value_enum)]
     pub bugs: Vec<Bug>,
@@ -85,7 +72,7 @@ pub struct Args {
 impl Args {
     /// Number of replicas in the group.
     pub fn nodes(&self) -> u64 {
-        1 + self.peers.len() as u64
+        self.node.nodes()
     }
 
     /// True if `bug` was turned on.
@@ -100,7 +87,7 @@ impl Args {
 
     /// The core's settings.
     pub fn core_config(&self) -> CoreConfig {
-        let mut cfg = CoreConfig::new(self.id, self.nodes());
+        let mut cfg = CoreConfig::new(self.node.id, self.nodes());
         cfg.primary = self.primary;
         cfg.bugs = Bugs {
             no_rollback: self.has_bug(Bug::NoRollback),
@@ -117,22 +104,10 @@ impl Args {
 
     /// Checks the ids: `--id`, `--primary` and every `--peer` id in `1..=N`, distinct.
     pub fn validate(&self) -> Result<(), String> {
+        self.node.validate()?;
         let nodes = self.nodes();
-        if self.id == 0 || self.id > nodes {
-            return Err(format!(
-                "--id must be in 1..={nodes} (1 + number of --peer flags)"
-            ));
-        }
         if self.primary == 0 || self.primary > nodes {
             return Err(format!("--primary must be in 1..={nodes}"));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for (peer, _) in &self.peers {
-            if *peer == self.id || *peer == 0 || *peer > nodes || !seen.insert(*peer) {
-                return Err(format!(
-                    "bad --peer id {peer}: ids are 1..={nodes}, distinct, other than --id"
-                ));
-            }
         }
         Ok(())
     }

@@ -2,14 +2,14 @@
 //! `GET|POST /admin/clock` (see the contract in the crate README).
 
 use crate::core::Request;
-use crate::node::{Event, NodeHandle};
+use crate::node::NodeHandle;
 use crate::types::{Kind, Op, Session};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use splitbrain_target_runtime::http::{clock_admin, Request as HttpRequest, Response};
+use splitbrain_target_runtime::node::NoAnswer;
 use splitbrain_target_runtime::OffsetClock;
 use std::time::Duration;
-use tokio::sync::oneshot;
 
 /// What the HTTP handlers share.
 #[derive(Clone, Debug)]
@@ -110,19 +110,13 @@ impl Api {
     }
 
     async fn ask(&self, request: Request) -> Value {
-        let (tx, rx) = oneshot::channel();
-        if self
-            .node
-            .tx
-            .send(Event::Client { request, reply: tx })
-            .is_err()
-        {
-            return json!({"type": "fail", "error": "unavailable", "detail": "node is shutting down"});
-        }
-        match tokio::time::timeout(self.wait, rx).await {
-            Ok(Ok(reply)) => reply.to_json(),
+        match self.node.ask(request, self.wait).await {
+            Ok(reply) => reply.to_json(),
+            Err(NoAnswer::ShuttingDown) => {
+                json!({"type": "fail", "error": "unavailable", "detail": "node is shutting down"})
+            }
             // The core always answers within the session wait; only a stuck node gets here.
-            _ => {
+            Err(NoAnswer::Timeout) => {
                 json!({"type": "info", "error": "timeout", "detail": "no answer from the replica's core"})
             }
         }

@@ -5,7 +5,7 @@ use splitbrain_bayou::config::Args;
 use splitbrain_bayou::core::Core;
 use splitbrain_bayou::http::Api;
 use splitbrain_bayou::node;
-use splitbrain_bayou::peer::{self, PeerNet};
+use splitbrain_bayou::peer;
 use splitbrain_bayou::storage::Store;
 use splitbrain_target_runtime::OffsetClock;
 use std::sync::Arc;
@@ -22,33 +22,28 @@ async fn run(args: Args) -> Result<(), String> {
     let clock = OffsetClock::new();
     // Recover before listening: /health answers only once recovery is done.
     let (store, checkpoint, records) =
-        Store::open(&args.data_dir).map_err(|e| format!("opening the data dir: {e}"))?;
+        Store::open(&args.node.data_dir).map_err(|e| format!("opening the data dir: {e}"))?;
     let replayed = records.len();
     let core = Core::new(args.core_config(), checkpoint, &records, clock.now_ms());
     let status = core.status();
-    let client_listener = tokio::net::TcpListener::bind(&args.client_listen)
-        .await
-        .map_err(|e| format!("bind --client-listen {}: {e}", args.client_listen))?;
-    let peer_listener = tokio::net::TcpListener::bind(&args.peer_listen)
-        .await
-        .map_err(|e| format!("bind --peer-listen {}: {e}", args.peer_listen))?;
-    let net = PeerNet::start(args.id, &args.peers);
+    let (client_listener, peer_listener) = args.node.bind().await?;
+    let net = peer::start(args.node.id, &args.node.peers);
     let handle = node::spawn(core, store, clock.clone(), net)
         .map_err(|e| format!("starting the node thread: {e}"))?;
     tokio::spawn(peer::listen(peer_listener, handle.tx.clone()));
     println!(
         "splitbrain-bayou replica {} of {nodes}: primary {}, bugs {:?}, {replayed} log records replayed (checkpoint csn {}, csn {}, {} tentative), client {} peer {}",
-        args.id,
+        args.node.id,
         args.primary,
         args.bug_names(),
         status.checkpoint_csn,
         status.csn,
         status.tentative,
-        args.client_listen,
-        args.peer_listen
+        args.node.client_listen,
+        args.node.peer_listen
     );
     let api = Arc::new(Api {
-        id: args.id,
+        id: args.node.id,
         nodes,
         primary: args.primary,
         bugs: args.bug_names(),

@@ -1,106 +1,43 @@
 //! Integration tests: real `splitbrain-bayou` processes on loopback.
 //!
-//! Each test starts its own 3 replicas on free ports with temporary data directories,
-//! talks HTTP to them, and kills them (SIGKILL, by PID) when done — also when a test
-//! fails, through the [`Group`] guard's `Drop`. Every wait has a deadline.
+//! Each test starts its own 3 replicas on free ports with temporary data directories
+//! (the runtime's `testing::Cluster`), talks HTTP to them, and kills them (SIGKILL, by
+//! PID) when done — also when a test fails. Every wait has a deadline.
 
 use serde_json::{json, Value};
 use splitbrain_bayou::db::set_elements as elements;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use splitbrain_target_runtime::testing::{http, Cluster};
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_splitbrain-bayou");
 const NODES: usize = 3;
 
-#[path = "../../test_ports.rs"]
-mod test_ports;
-use test_ports::free_port;
-
 /// A running replica group; kills its processes when dropped.
-struct Group {
-    client_ports: Vec<u16>,
-    peer_ports: Vec<u16>,
-    dir: PathBuf,
-    extra: Vec<String>,
-    children: Vec<Option<Child>>,
+struct Group(Cluster);
+
+impl Deref for Group {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.0
+    }
+}
+
+impl DerefMut for Group {
+    fn deref_mut(&mut self) -> &mut Cluster {
+        &mut self.0
+    }
 }
 
 impl Group {
     fn start(dir: &Path, extra: &[&str]) -> Group {
-        let mut group = Group {
-            client_ports: (0..NODES).map(|_| free_port()).collect(),
-            peer_ports: (0..NODES).map(|_| free_port()).collect(),
-            dir: dir.to_path_buf(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            children: (0..NODES).map(|_| None).collect(),
-        };
-        for i in 0..NODES {
-            group.spawn(i);
-        }
-        for i in 0..NODES {
-            group.wait_healthy(i);
-        }
-        group
-    }
-
-    fn spawn(&mut self, i: usize) {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--id")
-            .arg((i + 1).to_string())
-            .arg("--client-listen")
-            .arg(format!("127.0.0.1:{}", self.client_ports[i]))
-            .arg("--peer-listen")
-            .arg(format!("127.0.0.1:{}", self.peer_ports[i]))
-            .arg("--data-dir")
-            .arg(self.dir.join(format!("n{}", i + 1)))
-            .args(&self.extra);
-        for j in 0..NODES {
-            if j != i {
-                cmd.arg("--peer")
-                    .arg(format!("{}=127.0.0.1:{}", j + 1, self.peer_ports[j]));
-            }
-        }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("n{}.log", i + 1)))
-            .expect("log file");
-        let err = log.try_clone().expect("log file");
-        cmd.stdout(Stdio::from(log)).stderr(Stdio::from(err));
-        self.children[i] = Some(cmd.spawn().expect("spawn splitbrain-bayou"));
-    }
-
-    /// SIGKILL (kill -9) replica `i`, by PID.
-    fn kill(&mut self, i: usize) {
-        if let Some(mut child) = self.children[i].take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn restart(&mut self, i: usize) {
-        self.kill(i);
-        self.spawn(i);
-        self.wait_healthy(i);
-    }
-
-    fn wait_healthy(&self, i: usize) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some((200, body)) = http(self.client_ports[i], "GET", "/health", None) {
-                assert_eq!(body, json!({"ok": true, "id": i + 1}));
-                return;
-            }
-            assert!(Instant::now() < deadline, "replica {} never healthy", i + 1);
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        Group(Cluster::start(BIN, NODES, dir, extra))
     }
 
     fn post(&self, i: usize, path: &str, body: Value) -> Value {
-        http(self.client_ports[i], "POST", path, Some(&body))
+        self.0
+            .post(i, path, &body)
             .map(|(_, v)| v)
             .unwrap_or(Value::Null)
     }
@@ -110,7 +47,7 @@ impl Group {
     }
 
     fn status(&self, i: usize) -> Value {
-        http(self.client_ports[i], "GET", "/status", None)
+        self.get(i, "/status")
             .map(|(_, v)| v)
             .unwrap_or(Value::Null)
     }
@@ -140,31 +77,6 @@ impl Group {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        for i in 0..NODES {
-            self.kill(i);
-        }
-    }
-}
-
-/// Minimal blocking HTTP/1.1 client: one request per connection.
-fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> Option<(u16, Value)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(6))).ok()?;
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status: u16 = response.split_whitespace().nth(1)?.parse().ok()?;
-    let (_, payload) = response.split_once("\r\n\r\n")?;
-    Some((status, serde_json::from_str(payload).ok()?))
 }
 
 fn add(element: i64) -> Value {

@@ -1,8 +1,8 @@
 //! Command line: node identity, addresses, read mode, timing and deliberate bugs.
 
-use crate::core::{CoreBugs, NodeId};
+use crate::core::CoreBugs;
 use clap::{Parser, ValueEnum};
-use std::path::PathBuf;
+use splitbrain_target_runtime::cli::NodeArgs;
 
 /// How reads are served. See the README for what each one guarantees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,21 +101,9 @@ impl Bug {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "splitbrain-kv", version, verbatim_doc_comment)]
 pub struct Args {
-    /// This node's id, 1..N.
-    #[arg(long)]
-    pub id: NodeId,
-    /// Address for the client HTTP API.
-    #[arg(long)]
-    pub client_listen: String,
-    /// Address other nodes connect to.
-    #[arg(long)]
-    pub peer_listen: String,
-    /// Where THIS node dials node ID, as ID=HOST:PORT; once per other node (N = 1 + count).
-    #[arg(long = "peer", value_parser = splitbrain_target_runtime::cli::parse_peer)]
-    pub peers: Vec<(NodeId, String)>,
-    /// Directory for persistent state (one subdirectory per shard).
-    #[arg(long)]
-    pub data_dir: PathBuf,
+    /// `--id`, `--client-listen`, `--peer-listen`, `--peer`, `--data-dir`.
+    #[command(flatten)]
+    pub node: NodeArgs,
     /// Number of shards (keys map by FNV-1a 64 of the key mod this).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub shards: u32,
@@ -178,6 +166,6 @@ impl Args {
 
     /// Number of nodes in the cluster.
     pub fn nodes(&self) -> u64 {
-        1 + self.peers.len() as u64
+        self.node.nodes()
     }
 }

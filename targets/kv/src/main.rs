@@ -18,32 +18,16 @@ fn main() {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    args.node.validate()?;
     let nodes = args.nodes();
-    if args.id == 0 || args.id > nodes {
-        return Err(format!(
-            "--id must be in 1..={nodes} (1 + number of --peer flags)"
-        ));
-    }
-    for (peer, _) in &args.peers {
-        if *peer == args.id || *peer == 0 || *peer > nodes {
-            return Err(format!(
-                "bad --peer id {peer}: ids are 1..={nodes}, other than --id"
-            ));
-        }
-    }
     let map = ShardMap::new(nodes, args.shards);
     let clock = OffsetClock::new();
-    let client_listener = tokio::net::TcpListener::bind(&args.client_listen)
-        .await
-        .map_err(|e| format!("bind --client-listen {}: {e}", args.client_listen))?;
-    let peer_listener = tokio::net::TcpListener::bind(&args.peer_listen)
-        .await
-        .map_err(|e| format!("bind --peer-listen {}: {e}", args.peer_listen))?;
-    let net = PeerNet::start(args.id, &args.peers);
+    let (client_listener, peer_listener) = args.node.bind().await?;
+    let net = PeerNet::start(args.node.id, &args.node.peers);
 
     println!(
         "splitbrain-kv node {} of {nodes}: read mode {}, bugs {:?}",
-        args.id,
+        args.node.id,
         args.read_mode().name(),
         args.bugs.iter().map(|b| b.name()).collect::<Vec<_>>()
     );
@@ -51,13 +35,13 @@ async fn run(args: Args) -> Result<(), String> {
     for s in 0..map.shards() {
         let replicas = map.replicas(s);
         println!("shard {s} -> replicas {replicas:?}");
-        if !replicas.contains(&args.id) {
+        if !replicas.contains(&args.node.id) {
             continue;
         }
         let mut core = Config::new(
-            args.id,
+            args.node.id,
             replicas,
-            args.seed.unwrap_or(args.id) ^ u64::from(s) << 32,
+            args.seed.unwrap_or(args.node.id) ^ u64::from(s) << 32,
         );
         core.election_timeout_ms = args.election_timeout_ms.max(10);
         core.heartbeat_ms = args.heartbeat_ms.max(1);
@@ -68,7 +52,7 @@ async fn run(args: Args) -> Result<(), String> {
         let settings = ShardSettings {
             shard: s,
             core,
-            data_dir: args.data_dir.join(format!("shard-{s}")),
+            data_dir: args.node.data_dir.join(format!("shard-{s}")),
             read_mode: args.read_mode(),
             stale_read: args.has_bug(Bug::StaleRead),
             ack_before_commit: args.has_bug(Bug::AckBeforeCommit),
@@ -83,7 +67,7 @@ async fn run(args: Args) -> Result<(), String> {
     let shards = Arc::new(shards);
     tokio::spawn(peer::listen(peer_listener, shards.clone()));
     let api = Arc::new(Api {
-        id: args.id,
+        id: args.node.id,
         read_mode: args.read_mode().name(),
         bugs: args.bugs.iter().map(|b| b.name()).collect(),
         clock,
@@ -93,7 +77,7 @@ async fn run(args: Args) -> Result<(), String> {
     });
     println!(
         "listening: client {} peer {}",
-        args.client_listen, args.peer_listen
+        args.node.client_listen, args.node.peer_listen
     );
     splitbrain_target_runtime::http::serve(client_listener, move |req| {
         let api = api.clone();

@@ -15,8 +15,10 @@
 //! state the node already acknowledged.
 
 use crate::core::{Entry, HardState, Persisted, Snapshot, StorageOp};
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+pub use splitbrain_target_runtime::storage::StorageError;
+use splitbrain_target_runtime::storage::{self as files, io_err, open_append};
+use std::fs::{self, File};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,34 +26,6 @@ const MAGIC: &[u8; 8] = b"SBKVLOG1";
 const HEADER_LEN: usize = 24;
 /// How long the `no-fsync` bug keeps writes in memory.
 const NO_FSYNC_FLUSH: Duration = Duration::from_secs(3);
-
-/// A storage failure: the node cannot go on safely.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    /// An I/O error on a file.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A file that must parse did not.
-    #[error("{path}: corrupt: {detail}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What was wrong.
-        detail: String,
-    },
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
-    move |source| StorageError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// CRC-32 (IEEE, reflected), bit by bit: records are small.
 pub fn crc32(bytes: &[u8]) -> u32 {
@@ -81,28 +55,8 @@ impl Storage {
     /// Opens (creating if needed) the directory and reads what was persisted.
     pub fn open(dir: &Path, no_fsync: bool) -> Result<(Storage, Persisted), StorageError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let meta_path = dir.join("meta.json");
-        let hard_state = match fs::read(&meta_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StorageError::Corrupt {
-                path: meta_path.clone(),
-                detail: e.to_string(),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HardState::default(),
-            Err(e) => return Err(io_err(&meta_path)(e)),
-        };
-        let snap_path = dir.join("snapshot.json");
-        let snapshot: Option<Snapshot> = match fs::read(&snap_path) {
-            Ok(bytes) => {
-                Some(
-                    serde_json::from_slice(&bytes).map_err(|e| StorageError::Corrupt {
-                        path: snap_path.clone(),
-                        detail: e.to_string(),
-                    })?,
-                )
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err(&snap_path)(e)),
-        };
+        let hard_state: HardState = files::read_json(&dir.join("meta.json"))?.unwrap_or_default();
+        let snapshot: Option<Snapshot> = files::read_json(&dir.join("snapshot.json"))?;
         let log_path = dir.join("log.bin");
         let (base, mut entries, good_len) = read_log(&log_path)?;
         let (snap_index, snap_term) = snapshot.as_ref().map_or((0, 0), |s| (s.index, s.term));
@@ -212,28 +166,10 @@ impl Storage {
         Ok(())
     }
 
-    /// Replaces `name` atomically: temp file, fsync, rename, fsync the directory.
+    /// Replaces `name` atomically: temp file, fsync, rename, fsync the directory (no
+    /// fsyncs with the `no-fsync` bug).
     fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
-        let path = self.dir.join(name);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        {
-            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(bytes).map_err(io_err(&tmp))?;
-            if !self.no_fsync {
-                f.sync_all().map_err(io_err(&tmp))?;
-            }
-        }
-        fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        self.sync_dir()
-    }
-
-    fn sync_dir(&self) -> Result<(), StorageError> {
-        if self.no_fsync {
-            return Ok(());
-        }
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(&self.dir))
+        files::write_atomic(&self.dir, name, bytes, !self.no_fsync)
     }
 
     /// Writes a fresh log file for snapshot point `(index, term)` holding `entries`.
@@ -243,8 +179,6 @@ impl Storage {
         term: u64,
         entries: &[Entry],
     ) -> Result<(), StorageError> {
-        let path = self.dir.join("log.bin");
-        let tmp = self.dir.join("log.bin.tmp");
         let mut bytes = Vec::with_capacity(HEADER_LEN);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&index.to_le_bytes());
@@ -255,26 +189,10 @@ impl Storage {
             bytes.extend_from_slice(&crc32(&payload).to_le_bytes());
             bytes.extend_from_slice(&payload);
         }
-        {
-            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(&bytes).map_err(io_err(&tmp))?;
-            if !self.no_fsync {
-                f.sync_all().map_err(io_err(&tmp))?;
-            }
-        }
-        fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        self.sync_dir()?;
-        self.log = open_append(&path)?;
+        self.write_atomic("log.bin", &bytes)?;
+        self.log = open_append(&self.dir.join("log.bin"))?;
         Ok(())
     }
-}
-
-fn open_append(path: &Path) -> Result<File, StorageError> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(io_err(path))
 }
 
 /// What the log file holds: the snapshot point it was written for, its entries
@@ -283,14 +201,9 @@ type LogContents = ((u64, u64), Vec<Entry>, u64);
 
 /// Reads the log file.
 fn read_log(path: &Path) -> Result<LogContents, StorageError> {
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes).map_err(io_err(path))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(((0, 0), Vec::new(), 0)),
-        Err(e) => return Err(io_err(path)(e)),
-    }
+    let Some(bytes) = files::read_if_exists(path)? else {
+        return Ok(((0, 0), Vec::new(), 0));
+    };
     if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
         return Ok(((0, 0), Vec::new(), 0));
     }
@@ -334,6 +247,7 @@ fn read_log(path: &Path) -> Result<LogContents, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn entry(term: u64, index: u64) -> Entry {
         Entry {

@@ -2,102 +2,36 @@
 //!
 //! Each test starts its own nodes on free ports with temporary data directories, talks
 //! HTTP to them, and kills them (SIGKILL, by PID) when done — also when a test fails,
-//! through the [`Cluster`] guard's `Drop`.
+//! through the runtime's `testing::Cluster` guard's `Drop`.
 
 use serde_json::{json, Value};
+use splitbrain_target_runtime::testing::{self, http};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_splitbrain-kv");
 
-#[path = "../../test_ports.rs"]
-mod test_ports;
-use test_ports::free_port;
-
 /// A running cluster; kills its processes when dropped.
-struct Cluster {
-    client_ports: Vec<u16>,
-    peer_ports: Vec<u16>,
-    dir: PathBuf,
-    children: Vec<Option<Child>>,
-    extra: Vec<String>,
+struct Cluster(testing::Cluster);
+
+impl Deref for Cluster {
+    type Target = testing::Cluster;
+    fn deref(&self) -> &testing::Cluster {
+        &self.0
+    }
+}
+
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut testing::Cluster {
+        &mut self.0
+    }
 }
 
 impl Cluster {
     fn start(n: usize, dir: &Path, extra: &[&str]) -> Cluster {
-        let mut cluster = Cluster {
-            client_ports: (0..n).map(|_| free_port()).collect(),
-            peer_ports: (0..n).map(|_| free_port()).collect(),
-            dir: dir.to_path_buf(),
-            children: (0..n).map(|_| None).collect(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        for i in 0..n {
-            cluster.spawn(i);
-        }
-        cluster.wait_healthy();
-        cluster
-    }
-
-    fn spawn(&mut self, i: usize) {
-        let n = self.client_ports.len();
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--id")
-            .arg((i + 1).to_string())
-            .arg("--client-listen")
-            .arg(format!("127.0.0.1:{}", self.client_ports[i]))
-            .arg("--peer-listen")
-            .arg(format!("127.0.0.1:{}", self.peer_ports[i]))
-            .arg("--data-dir")
-            .arg(self.dir.join(format!("n{}", i + 1)));
-        for j in 0..n {
-            if j != i {
-                cmd.arg("--peer")
-                    .arg(format!("{}=127.0.0.1:{}", j + 1, self.peer_ports[j]));
-            }
-        }
-        cmd.args(&self.extra);
-        let log =
-            std::fs::File::create(self.dir.join(format!("n{}.log", i + 1))).expect("log file");
-        let err = log.try_clone().expect("log file");
-        cmd.stdout(Stdio::from(log)).stderr(Stdio::from(err));
-        self.children[i] = Some(cmd.spawn().expect("spawn splitbrain-kv"));
-    }
-
-    /// SIGKILL every node (kill -9), by PID.
-    fn kill_all(&mut self) {
-        for child in self.children.iter_mut().filter_map(Option::take) {
-            let mut child = child;
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn restart_all(&mut self) {
-        for i in 0..self.children.len() {
-            self.spawn(i);
-        }
-        self.wait_healthy();
-    }
-
-    fn wait_healthy(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for port in &self.client_ports {
-            loop {
-                if let Some((200, _)) = http(*port, "GET", "/health", None) {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "node on port {port} never became healthy"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+        Cluster(testing::Cluster::start(BIN, n, dir, extra))
     }
 
     /// Waits until some node reports itself leader of shard 0; returns its index.
@@ -142,29 +76,6 @@ impl Cluster {
         }
         panic!("op {f} {key} never reached a leader: {last}");
     }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.kill_all();
-    }
-}
-
-/// Minimal blocking HTTP/1.1 client: one request per connection.
-fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> Option<(u16, Value)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status: u16 = response.split_whitespace().nth(1)?.parse().ok()?;
-    let (_, payload) = response.split_once("\r\n\r\n")?;
-    Some((status, serde_json::from_str(payload).ok()?))
 }
 
 #[test]

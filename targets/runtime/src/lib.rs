@@ -1,6 +1,6 @@
 //! Runtime shared by splitbrain's bundled targets (reference systems).
 //!
-//! Five small pieces every bundled server needs:
+//! The pieces every bundled server needs:
 //!
 //! - [`clock::OffsetClock`]: the node's notion of time. Every timer and lease decision of a
 //!   bundled node reads `monotonic clock + offset`, and the harness moves the offset through
@@ -12,6 +12,12 @@
 //! - [`peer`]: the node-to-node transport, newline-delimited JSON frames over TCP.
 //! - [`turns`]: the node thread's turn loop that drives a sans-IO core (events, tick,
 //!   persist, then send), and how a node stops when its disk fails.
+//! - [`node`]: the node driver over one sans-IO core ([`node::NodeCore`]): its thread, the
+//!   clients waiting for replies, the status snapshot, the `{"from","msg"}` peer frames.
+//! - [`storage`]: durable files: an fsync'd log of JSON lines whose torn tail is cut at
+//!   open, JSON files read back, files replaced atomically.
+//! - [`testing`]: for tests only: free ports, the HTTP client and the process cluster of
+//!   the targets' `tests/cluster.rs` (std and serde_json, nothing more).
 //!
 //! Targets must not depend on any harness crate: they are separate programs spoken to over
 //! the network. This crate is the only code they share.
@@ -19,7 +25,10 @@
 pub mod cli;
 pub mod clock;
 pub mod http;
+pub mod node;
 pub mod peer;
+pub mod storage;
+pub mod testing;
 pub mod turns;
 
 pub use clock::OffsetClock;

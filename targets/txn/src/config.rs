@@ -1,9 +1,8 @@
 //! Command line: flags, isolation modes and bugs.
 
 use crate::core::{Bugs, CoreConfig, Isolation};
-use crate::types::NodeId;
 use clap::{Parser, ValueEnum};
-use std::path::PathBuf;
+use splitbrain_target_runtime::cli::NodeArgs;
 
 /// Isolation level on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -50,21 +49,9 @@ impl Bug {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "splitbrain-txn", version, verbatim_doc_comment)]
 pub struct Args {
-    /// This node's id, 1..=N.
-    #[arg(long)]
-    pub id: NodeId,
-    /// Address for the client HTTP API.
-    #[arg(long)]
-    pub client_listen: String,
-    /// Address other nodes connect to.
-    #[arg(long)]
-    pub peer_listen: String,
-    /// Where THIS node dials node ID, as ID=HOST:PORT; once per other node (N = 1 + count).
-    #[arg(long = "peer", value_parser = splitbrain_target_runtime::cli::parse_peer)]
-    pub peers: Vec<(NodeId, String)>,
-    /// Directory for the write-ahead log (created if missing).
-    #[arg(long)]
-    pub data_dir: PathBuf,
+    /// `--id`, `--client-listen`, `--peer-listen`, `--peer`, `--data-dir`.
+    #[command(flatten)]
+    pub node: NodeArgs,
     /// Isolation level.
     #[arg(long, value_enum, default_value = "serializable")]
     pub isolation: IsolationArg,
@@ -88,7 +75,7 @@ pub struct Args {
 impl Args {
     /// Number of nodes in the cluster.
     pub fn nodes(&self) -> u64 {
-        1 + self.peers.len() as u64
+        self.node.nodes()
     }
 
     /// True if `bug` was turned on.
@@ -111,7 +98,7 @@ impl Args {
 
     /// The core's settings.
     pub fn core_config(&self) -> CoreConfig {
-        let mut cfg = CoreConfig::new(self.id, self.nodes());
+        let mut cfg = CoreConfig::new(self.node.id, self.nodes());
         cfg.isolation = self.isolation();
         cfg.bugs = Bugs {
             dirty_read: self.has_bug(Bug::DirtyRead),
@@ -127,21 +114,7 @@ impl Args {
 
     /// Checks the ids: `--id` and every `--peer` id in `1..=N`, distinct.
     pub fn validate(&self) -> Result<(), String> {
-        let nodes = self.nodes();
-        if self.id == 0 || self.id > nodes {
-            return Err(format!(
-                "--id must be in 1..={nodes} (1 + number of --peer flags)"
-            ));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for (peer, _) in &self.peers {
-            if *peer == self.id || *peer == 0 || *peer > nodes || !seen.insert(*peer) {
-                return Err(format!(
-                    "bad --peer id {peer}: ids are 1..={nodes}, distinct, other than --id"
-                ));
-            }
-        }
-        Ok(())
+        self.node.validate()
     }
 }
 

@@ -1,12 +1,12 @@
 //! The client API: `GET /health`, `GET /status`, `POST /txn`, `GET|POST /admin/clock`.
 
-use crate::node::{Event, NodeHandle};
+use crate::node::NodeHandle;
 use crate::types::{Key, Op, OpKind};
 use serde_json::{json, Value};
 use splitbrain_target_runtime::http::{clock_admin, Request, Response};
+use splitbrain_target_runtime::node::NoAnswer;
 use splitbrain_target_runtime::OffsetClock;
 use std::time::Duration;
-use tokio::sync::oneshot;
 
 /// What the HTTP handlers share.
 #[derive(Clone, Debug)]
@@ -61,14 +61,13 @@ impl Api {
     }
 
     async fn txn(&self, ops: Vec<Op>) -> Value {
-        let (tx, rx) = oneshot::channel();
-        if self.node.tx.send(Event::Client { ops, reply: tx }).is_err() {
-            return json!({"type": "fail", "error": "unavailable", "detail": "node is shutting down"});
-        }
-        match tokio::time::timeout(self.wait, rx).await {
-            Ok(Ok(reply)) => reply.to_json(),
+        match self.node.ask(ops, self.wait).await {
+            Ok(reply) => reply.to_json(),
+            Err(NoAnswer::ShuttingDown) => {
+                json!({"type": "fail", "error": "unavailable", "detail": "node is shutting down"})
+            }
             // The core always answers before its own timeout; only a stuck node gets here.
-            _ => {
+            Err(NoAnswer::Timeout) => {
                 json!({"type": "info", "error": "timeout", "detail": "no answer from the node's core"})
             }
         }

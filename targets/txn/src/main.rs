@@ -6,7 +6,7 @@ use splitbrain_txn::config::{Args, Bug};
 use splitbrain_txn::core::Core;
 use splitbrain_txn::http::Api;
 use splitbrain_txn::node;
-use splitbrain_txn::peer::{self, PeerNet};
+use splitbrain_txn::peer;
 use splitbrain_txn::storage::Wal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,31 +21,26 @@ async fn run(args: Args) -> Result<(), String> {
     let nodes = args.nodes();
     let clock = OffsetClock::new();
     // Replay the WAL before listening: /health answers only once recovery is done.
-    let (wal, records) = Wal::open(&args.data_dir, args.has_bug(Bug::NoPrepareFsync))
+    let (wal, records) = Wal::open(&args.node.data_dir, args.has_bug(Bug::NoPrepareFsync))
         .map_err(|e| format!("opening the WAL: {e}"))?;
     let core = Core::new(args.core_config(), &records, clock.now_ms());
     let replayed = records.len();
-    let client_listener = tokio::net::TcpListener::bind(&args.client_listen)
-        .await
-        .map_err(|e| format!("bind --client-listen {}: {e}", args.client_listen))?;
-    let peer_listener = tokio::net::TcpListener::bind(&args.peer_listen)
-        .await
-        .map_err(|e| format!("bind --peer-listen {}: {e}", args.peer_listen))?;
-    let net = PeerNet::start(args.id, &args.peers);
+    let (client_listener, peer_listener) = args.node.bind().await?;
+    let net = peer::start(args.node.id, &args.node.peers);
     let boot = core.boot();
     let handle = node::spawn(core, wal, clock.clone(), net)
         .map_err(|e| format!("starting the node thread: {e}"))?;
     tokio::spawn(peer::listen(peer_listener, handle.tx.clone()));
     println!(
         "splitbrain-txn node {} of {nodes}: isolation {}, bugs {:?}, boot {boot}, {replayed} WAL records replayed, client {} peer {}",
-        args.id,
+        args.node.id,
         args.isolation().name(),
         args.bug_names(),
-        args.client_listen,
-        args.peer_listen
+        args.node.client_listen,
+        args.node.peer_listen
     );
     let api = Arc::new(Api {
-        id: args.id,
+        id: args.node.id,
         nodes,
         isolation: args.isolation().name(),
         bugs: args.bug_names(),

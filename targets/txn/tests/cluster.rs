@@ -2,110 +2,55 @@
 //!
 //! Each test starts its own 3 nodes on free ports with temporary data directories, talks
 //! HTTP to them, and kills them (SIGKILL, by PID) when done — also when a test fails,
-//! through the [`Cluster`] guard's `Drop`. Every wait has a deadline.
+//! through the runtime's `testing::Cluster` guard's `Drop`. Every wait has a deadline.
 
 use serde_json::{json, Value};
+use splitbrain_target_runtime::testing::{self, http};
 use splitbrain_txn::types::{Key, Record, TxnId, Val, Write as LoggedWrite};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_splitbrain-txn");
 const NODES: usize = 3;
 
-#[path = "../../test_ports.rs"]
-mod test_ports;
-use test_ports::free_port;
-
 /// A running cluster; kills its processes when dropped.
-struct Cluster {
-    client_ports: Vec<u16>,
-    peer_ports: Vec<u16>,
-    dir: PathBuf,
-    children: Vec<Option<Child>>,
+struct Cluster(testing::Cluster);
+
+impl Deref for Cluster {
+    type Target = testing::Cluster;
+    fn deref(&self) -> &testing::Cluster {
+        &self.0
+    }
+}
+
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut testing::Cluster {
+        &mut self.0
+    }
 }
 
 impl Cluster {
     fn start(dir: &Path) -> Cluster {
-        let mut cluster = Cluster {
-            client_ports: (0..NODES).map(|_| free_port()).collect(),
-            peer_ports: (0..NODES).map(|_| free_port()).collect(),
-            dir: dir.to_path_buf(),
-            children: (0..NODES).map(|_| None).collect(),
-        };
-        for i in 0..NODES {
-            cluster.spawn(i);
-        }
-        for i in 0..NODES {
-            cluster.wait_healthy(i);
-        }
-        cluster
+        Cluster(testing::Cluster::start(
+            BIN,
+            NODES,
+            dir,
+            &["--in-doubt-timeout-ms", "200"],
+        ))
     }
 
     fn data_dir(dir: &Path, i: usize) -> PathBuf {
-        dir.join(format!("n{}", i + 1))
-    }
-
-    fn spawn(&mut self, i: usize) {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--id")
-            .arg((i + 1).to_string())
-            .arg("--client-listen")
-            .arg(format!("127.0.0.1:{}", self.client_ports[i]))
-            .arg("--peer-listen")
-            .arg(format!("127.0.0.1:{}", self.peer_ports[i]))
-            .arg("--data-dir")
-            .arg(Self::data_dir(&self.dir, i))
-            .args(["--in-doubt-timeout-ms", "200"]);
-        for j in 0..NODES {
-            if j != i {
-                cmd.arg("--peer")
-                    .arg(format!("{}=127.0.0.1:{}", j + 1, self.peer_ports[j]));
-            }
-        }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("n{}.log", i + 1)))
-            .expect("log file");
-        let err = log.try_clone().expect("log file");
-        cmd.stdout(Stdio::from(log)).stderr(Stdio::from(err));
-        self.children[i] = Some(cmd.spawn().expect("spawn splitbrain-txn"));
-    }
-
-    /// SIGKILL (kill -9) node `i`, by PID.
-    fn kill(&mut self, i: usize) {
-        if let Some(mut child) = self.children[i].take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn wait_healthy(&self, i: usize) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some((200, body)) = http(self.client_ports[i], "GET", "/health", None) {
-                assert_eq!(body, json!({"ok": true, "id": i + 1}));
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "node {} never became healthy",
-                i + 1
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        testing::Cluster::data_dir(dir, i)
     }
 
     /// Waits until no node holds locks, has in-doubt txns or coordinates anything.
     fn wait_quiet(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let quiet = self.client_ports.iter().all(|port| {
-                matches!(http(*port, "GET", "/status", None),
+            let quiet = (0..self.len()).all(|i| {
+                matches!(self.get(i, "/status"),
                     Some((200, s)) if s["locks"] == 0 && s["in_doubt"] == 0 && s["active"] == 0)
             });
             if quiet {
@@ -117,13 +62,8 @@ impl Cluster {
     }
 
     fn txn(&self, node: usize, ops: Value) -> Option<Value> {
-        http(
-            self.client_ports[node],
-            "POST",
-            "/txn",
-            Some(&json!({ "ops": ops })),
-        )
-        .map(|(_, v)| v)
+        self.post(node, "/txn", &json!({ "ops": ops }))
+            .map(|(_, v)| v)
     }
 
     /// Reads keys through node `node`, retrying aborts (bounded); returns the values.
@@ -142,31 +82,6 @@ impl Cluster {
         }
         panic!("reads of {keys:?} never succeeded");
     }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for i in 0..NODES {
-            self.kill(i);
-        }
-    }
-}
-
-/// Minimal blocking HTTP/1.1 client: one request per connection.
-fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> Option<(u16, Value)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(6))).ok()?;
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status: u16 = response.split_whitespace().nth(1)?.parse().ok()?;
-    let (_, payload) = response.split_once("\r\n\r\n")?;
-    Some((status, serde_json::from_str(payload).ok()?))
 }
 
 fn list_of(v: &Value) -> Vec<i64> {
