@@ -203,6 +203,25 @@ pub struct Step {
     /// Whether the candidate became the best so far (a majority of the replays asked
     /// for failed the same way).
     pub kept: bool,
+    /// Whether the budget ended its replays before a majority was reached or out of
+    /// reach: not kept, but not shown not to fail either.
+    pub undecided: bool,
+}
+
+/// How a schedule shrink ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// A candidate was kept (a majority of its replays failed the same way): `after` is
+    /// the smallest such candidate.
+    Reproduced,
+    /// The original was replayed until a majority of its replays could no longer fail
+    /// the same way: the failure did not reproduce; nothing is shrunk.
+    NotReproduced,
+    /// The budget ended before the original's replays decided whether it reproduces:
+    /// nothing is shrunk, and the confirmation runs (if the budget held any) measure the
+    /// original's replay rate. Never reported as "did not reproduce".
+    BudgetEnded,
 }
 
 /// What a schedule shrink found.
@@ -214,14 +233,21 @@ pub struct ScheduleShrunk {
     /// did, or if the failure never reproduced).
     pub after: Candidate,
     /// Whether a candidate was kept (a majority of its replays failed the same way);
-    /// when not, `after` is not a reproduction.
+    /// when not, `after` is the original, shrunk by nothing.
     pub reproduced: bool,
+    /// How the shrink ended: kept a candidate, showed that the failure does not
+    /// reproduce, or ran out of budget before it could tell.
+    pub outcome: Outcome,
+    /// Confirmation runs asked for (`--confirm`).
+    pub confirm_asked: usize,
     /// Every candidate tried, in order.
     pub steps: Vec<Step>,
     /// Confirmation replays of `after` that failed the same way.
     pub confirm_failed: usize,
     /// Confirmation replays run (fewer than asked when the budget ran out).
     pub confirm_runs: usize,
+    /// Whether the budget ended the confirmation runs before `confirm_asked`.
+    pub confirm_cut: bool,
     /// What ended the search early, if anything (the budget).
     pub stopped_by: Option<String>,
     /// The last replay of `after` that failed the same way: its history is the one to
@@ -230,6 +256,17 @@ pub struct ScheduleShrunk {
     pub failing_replay: Option<Replay>,
     /// Seconds the shrink took (replays included).
     pub seconds: f64,
+}
+
+/// What the replays of one candidate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// A majority failed the same way.
+    Kept,
+    /// A majority could no longer fail the same way.
+    Rejected,
+    /// The budget ended the replays before either.
+    Undecided,
 }
 
 struct Search<'a, R: Replayer> {
@@ -304,9 +341,15 @@ impl<R: Replayer> Search<'_, R> {
 
     /// Replays `c` up to `replays` times; keeps it as the best when a majority of them
     /// fail the same way, and stops replaying once a majority is reached or out of
-    /// reach. False also when the budget allows no replay (nothing is recorded then), or
-    /// ends the replays before a majority is reached.
+    /// reach. True when kept; see [`Search::decide`].
     fn attempt(&mut self, phase: &str, c: &Candidate) -> bool {
+        self.decide(phase, c) == Decision::Kept
+    }
+
+    /// [`Search::attempt`], telling a candidate rejected by its replays from one the
+    /// budget left undecided (no replay allowed, or the replays ended before a majority
+    /// was reached or out of reach; nothing is recorded when no replay ran).
+    fn decide(&mut self, phase: &str, c: &Candidate) -> Decision {
         // A majority, not one of k: with one of k a halving step that fails in a fifth of
         // runs is still kept half the time, so the search drifts to reproductions that
         // rarely fail (1/5 and 2/5 were measured); a majority keeps them above one half.
@@ -314,8 +357,10 @@ impl<R: Replayer> Search<'_, R> {
         let majority = k / 2 + 1;
         let (mut runs, mut failures) = (0, 0);
         let mut failing = None;
+        let mut undecided = false;
         while failures < majority && runs - failures <= k - majority {
             if !self.affordable(c) {
+                undecided = true;
                 break;
             }
             runs += 1;
@@ -334,7 +379,7 @@ impl<R: Replayer> Search<'_, R> {
             }
         }
         if runs == 0 {
-            return false;
+            return Decision::Undecided;
         }
         let kept = failures >= majority;
         self.steps.push(Step {
@@ -344,15 +389,21 @@ impl<R: Replayer> Search<'_, R> {
             replays: runs,
             failures,
             kept,
+            undecided,
         });
-        if kept {
-            let before = std::mem::replace(&mut self.best, c.clone());
-            let before_failing = std::mem::replace(&mut self.failing, failing);
-            if before != *c {
-                self.earlier.push((before, before_failing));
-            }
+        if !kept {
+            return if undecided {
+                Decision::Undecided
+            } else {
+                Decision::Rejected
+            };
         }
-        kept
+        let before = std::mem::replace(&mut self.best, c.clone());
+        let before_failing = std::mem::replace(&mut self.failing, failing);
+        if before != *c {
+            self.earlier.push((before, before_failing));
+        }
+        Decision::Kept
     }
 
     /// Delta debugging over the best candidate's events.
@@ -466,8 +517,11 @@ impl<R: Replayer> Search<'_, R> {
     /// and the reproduction reported should be one that fails in most runs. The
     /// candidates given up are recorded as `confirm` steps, not kept. A candidate is given
     /// up only when the budget still holds the confirmation of both it and the one before;
-    /// otherwise its rate is measured in full.
-    fn confirm_stepping_back(&mut self) -> (usize, usize) {
+    /// otherwise its rate is measured in full. Should the budget still end before the
+    /// earlier candidate's first run (replays took longer than the estimate), the one
+    /// given up is the result again, with the rate measured for it.
+    fn confirm_stepping_back(&mut self) -> (usize, usize, bool) {
+        let mut given_up: Option<(Candidate, Option<Replay>, usize, usize)> = None;
         loop {
             let n = self.bounds.confirm as f64;
             let give_up = self.earlier.last().is_some_and(|(e, _)| {
@@ -475,9 +529,26 @@ impl<R: Replayer> Search<'_, R> {
                     <= self.bounds.budget.as_secs_f64()
             });
             let (failed, runs, complete) = self.confirm(give_up);
+            if runs == 0 {
+                if let Some((c, failing, failed, runs)) = given_up {
+                    let line = format!(
+                        "[{:>4.0} s] the budget ended before {} could run: back to {}",
+                        self.spent_s(),
+                        self.best.label(),
+                        c.label()
+                    );
+                    (self.progress)(&line);
+                    if let Some(step) = self.steps.last_mut() {
+                        step.kept = true;
+                    }
+                    self.best = c;
+                    self.failing = failing;
+                    return (failed, runs, true);
+                }
+            }
             let majority = self.bounds.confirm / 2 + 1;
             if failed >= majority || !give_up || !complete {
-                return (failed, runs);
+                return (failed, runs, complete);
             }
             self.steps.push(Step {
                 step: self.steps.len() + 1,
@@ -486,6 +557,7 @@ impl<R: Replayer> Search<'_, R> {
                 replays: runs,
                 failures: failed,
                 kept: false,
+                undecided: false,
             });
             let (earlier, failing) = self.earlier.pop().expect("an earlier candidate");
             let line = format!(
@@ -495,8 +567,9 @@ impl<R: Replayer> Search<'_, R> {
                 earlier.label()
             );
             (self.progress)(&line);
-            self.best = earlier;
-            self.failing = failing;
+            let was = std::mem::replace(&mut self.best, earlier);
+            let was_failing = std::mem::replace(&mut self.failing, failing);
+            given_up = Some((was, was_failing, failed, runs));
         }
     }
 
@@ -614,36 +687,89 @@ pub fn shrink_schedule<R: Replayer>(
         earlier: Vec::new(),
     };
     let no_faults = original.with_plan(Vec::new());
-    let mut reproduced = !original.plan.is_empty() && s.attempt("no faults", &no_faults);
-    if !reproduced {
-        reproduced = s.attempt("original", original);
-        if reproduced {
+    // A run that had no faults skips the no-faults step: it is the original.
+    let mut decision = if original.plan.is_empty() {
+        Decision::Rejected
+    } else {
+        s.decide("no faults", &no_faults)
+    };
+    if decision == Decision::Rejected {
+        decision = s.decide("original", original);
+        if decision == Decision::Kept {
             s.drop_events();
             s.shorten_events();
         }
     }
-    if reproduced {
+    let outcome = match decision {
+        Decision::Kept => Outcome::Reproduced,
+        Decision::Rejected => Outcome::NotReproduced,
+        Decision::Undecided => Outcome::BudgetEnded,
+    };
+    if outcome == Outcome::Reproduced {
         s.halve("time limit", shorter_run);
         s.move_events_later();
         s.halve("concurrency", fewer_clients);
         s.halve("keys", fewer_keys);
         s.halve("rate", lower_rate);
     }
-    let (confirm_failed, confirm_runs) = if reproduced {
-        s.confirm_stepping_back()
-    } else {
-        (0, 0)
+    let (confirm_failed, confirm_runs, confirm_complete) = match outcome {
+        Outcome::Reproduced => s.confirm_stepping_back(),
+        // The reserve kept for the confirmation measures the original instead: whether
+        // and how often it fails again is what the undecided search could not say.
+        Outcome::BudgetEnded => {
+            s.best = original.clone();
+            s.confirm(false)
+        }
+        Outcome::NotReproduced => (0, 0, true),
     };
     ScheduleShrunk {
         before: original.clone(),
         after: s.best.clone(),
-        reproduced,
+        reproduced: outcome == Outcome::Reproduced,
+        outcome,
+        confirm_asked: bounds.confirm,
         steps: s.steps,
         confirm_failed,
         confirm_runs,
+        confirm_cut: !confirm_complete,
         stopped_by: s.stopped_by,
         failing_replay: s.failing,
         seconds: s.started.elapsed().as_secs_f64().max(s.replay_seconds),
+    }
+}
+
+impl ScheduleShrunk {
+    /// The replay rate as the summary says it: `4/5`, `1/1 (the budget ended after 1 of
+    /// 5 runs)`, or `not measured: the budget ended before a confirmation run`.
+    pub fn replay_rate(&self) -> String {
+        if self.confirm_runs == 0 {
+            "not measured: the budget ended before a confirmation run".to_string()
+        } else if self.confirm_cut {
+            format!(
+                "{}/{} (the budget ended after {} of {} runs)",
+                self.confirm_failed, self.confirm_runs, self.confirm_runs, self.confirm_asked
+            )
+        } else {
+            format!("{}/{}", self.confirm_failed, self.confirm_runs)
+        }
+    }
+
+    /// One line on how the shrink ended, for the failure `class`: never "did not
+    /// reproduce" unless the original's replays showed it.
+    pub fn conclusion(&self, class: &str) -> String {
+        match self.outcome {
+            Outcome::Reproduced => format!("replay rate {}", self.replay_rate()),
+            Outcome::NotReproduced => format!(
+                "the failure did not reproduce: most replays of the original did not fail as {class}; nothing is shrunk"
+            ),
+            Outcome::BudgetEnded if self.confirm_runs == 0 => {
+                "budget ended: replay rate not measured; nothing is shrunk".to_string()
+            }
+            Outcome::BudgetEnded => format!(
+                "budget ended before the search could begin; nothing is shrunk; the original's replay rate {}",
+                self.replay_rate()
+            ),
+        }
     }
 }
 
@@ -662,7 +788,13 @@ pub fn steps_table(steps: &[Step]) -> String {
             s.candidate,
             s.replays,
             s.failures,
-            if s.kept { "yes" } else { "no" }
+            if s.kept {
+                "yes"
+            } else if s.undecided {
+                "no: budget ended"
+            } else {
+                "no"
+            }
         ));
     }
     out
@@ -710,6 +842,9 @@ mod tests {
         /// Runs shorter than `.0` seconds fail only in the runs `.1` says, in order
         /// (none past its end).
         short: (f64, Vec<bool>),
+        /// From run `.0` on (counting from 1), each replay takes `.1` seconds longer:
+        /// a machine that got busier than the budget's estimate.
+        slow: (usize, f64),
         rng: ChaCha8Rng,
         runs: usize,
     }
@@ -724,6 +859,7 @@ mod tests {
                 rate,
                 luck: Vec::new(),
                 short: (0.0, Vec::new()),
+                slow: (usize::MAX, 0.0),
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 runs: 0,
             }
@@ -752,7 +888,13 @@ mod tests {
                 verdict: if fails { "invalid" } else { "valid" }.into(),
                 run_dir: None,
                 ops: c.concurrency * 10,
-                seconds: c.time_limit_s + 5.0,
+                seconds: c.time_limit_s
+                    + 5.0
+                    + if self.runs >= self.slow.0 {
+                        self.slow.1
+                    } else {
+                        0.0
+                    },
             })
         }
     }
@@ -911,16 +1053,14 @@ mod tests {
         assert!(shrunk.failing_replay.is_some());
     }
 
-    #[test]
-    fn without_budget_for_the_candidate_before_the_best_is_measured_in_full() {
-        // As above, but the budget cannot hold a second confirmation: the 5 s candidate
-        // is replayed all five times and stays the result, its low rate reported.
+    /// A 10 s run whose 5 s halving fails only in its first two replays, shrunk within
+    /// `budget` seconds, replays slowed as `slow` says; and the cluster's runs.
+    fn lucky_five_seconds(budget: u64, slow: (usize, f64)) -> (ScheduleShrunk, usize) {
         let mut cluster = FakeCluster::new(&[], 1.0, 9);
         cluster.short = (10.0, vec![true, true]);
-        // A 10 s run costs 15 s (10 s and 5 s to start and check): the 200 s are spent
-        // down to 50 by the search, enough for five runs of 5 s, not for ten.
+        cluster.slow = slow;
         let b = ScheduleBounds {
-            budget: Duration::from_secs(200),
+            budget: Duration::from_secs(budget),
             min_time_limit_s: 5.0,
             ..ScheduleBounds::default()
         };
@@ -929,9 +1069,143 @@ mod tests {
             ..original(4)
         };
         let shrunk = shrink_schedule(&ten_seconds, &mut cluster, &b, &mut |_| {});
+        (shrunk, cluster.runs)
+    }
+
+    #[test]
+    fn without_budget_for_the_candidate_before_the_best_is_measured_in_full() {
+        // As above, but the budget cannot hold a second confirmation: the 5 s candidate
+        // is replayed all five times and stays the result, its low rate reported.
+        // A 10 s run costs 15 s (10 s and 5 s to start and check): the 200 s are spent
+        // down to 50 by the search, enough for five runs of 5 s, not for ten.
+        let (shrunk, _) = lucky_five_seconds(200, (usize::MAX, 0.0));
         assert_eq!(shrunk.after.time_limit_s, 5.0);
         assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (0, 5));
         assert!(!shrunk.steps.iter().any(|s| s.phase == "confirm"));
+    }
+
+    /// One 10 s client on one key at an unlimited rate, without faults: nothing to drop
+    /// or halve below a 10 s time limit, so the search is the original's step alone.
+    fn nothing_to_halve() -> (Candidate, ScheduleBounds) {
+        let c = Candidate {
+            plan: Vec::new(),
+            time_limit_s: 10.0,
+            concurrency: 1,
+            active_keys: 1,
+            rate: 0.0,
+        };
+        let b = ScheduleBounds {
+            min_time_limit_s: 10.0,
+            ..ScheduleBounds::default()
+        };
+        (c, b)
+    }
+
+    #[test]
+    fn a_budget_that_ends_before_the_original_is_decided_measures_the_original() {
+        // A replay costs 15 s. The first replay of the original passes; a second would
+        // leave 100 - 30 = 70 s, short of the 75 s five confirmations need: the search
+        // stops undecided. Before, that read "did not reproduce" (bayou/no-rollback at a
+        // 120 s budget); now the reserve measures the original's replay rate.
+        let (original, b) = nothing_to_halve();
+        let b = ScheduleBounds {
+            budget: Duration::from_secs(100),
+            ..b
+        };
+        let mut cluster = FakeCluster::new(&[], 1.0, 10);
+        cluster.min_clients = 1;
+        cluster.luck = vec![false, true, true, true, false, true];
+        let shrunk = shrink_schedule(&original, &mut cluster, &b, &mut |_| {});
+        assert_eq!(shrunk.outcome, Outcome::BudgetEnded);
+        assert!(!shrunk.reproduced);
+        let tried: Vec<(&str, usize, usize, bool, bool)> = shrunk
+            .steps
+            .iter()
+            .map(|s| (s.phase.as_str(), s.replays, s.failures, s.kept, s.undecided))
+            .collect();
+        assert_eq!(tried, [("original", 1, 0, false, true)]);
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (4, 5));
+        assert!(!shrunk.confirm_cut);
+        assert_eq!(shrunk.after, original);
+        assert!(shrunk.failing_replay.is_some());
+        assert!(shrunk.seconds <= 100.0, "{}", shrunk.seconds);
+        let said = shrunk.conclusion("set-full: lost");
+        assert!(said.contains("budget ended"), "{said}");
+        assert!(said.contains("replay rate 4/5"), "{said}");
+        assert!(!said.contains("did not reproduce"), "{said}");
+        assert!(steps_table(&shrunk.steps).contains("no: budget ended"));
+    }
+
+    #[test]
+    fn a_budget_too_small_for_any_replay_says_the_rate_was_not_measured() {
+        // 10 s of budget for a 40 s run: no replay at all, and no "did not reproduce".
+        let mut cluster = FakeCluster::new(&[1500], 1.0, 11);
+        let b = ScheduleBounds {
+            budget: Duration::from_secs(10),
+            ..ScheduleBounds::default()
+        };
+        let shrunk = shrink_schedule(&original(4), &mut cluster, &b, &mut |_| {});
+        assert_eq!(cluster.runs, 0);
+        assert_eq!(shrunk.outcome, Outcome::BudgetEnded);
+        assert!(shrunk.steps.is_empty());
+        assert_eq!(shrunk.confirm_runs, 0);
+        assert_eq!(
+            shrunk.conclusion("linearizable: invalid"),
+            "budget ended: replay rate not measured; nothing is shrunk"
+        );
+        assert!(shrunk.stopped_by.is_some());
+    }
+
+    #[test]
+    fn a_failure_that_does_not_reproduce_is_said_so_only_when_its_replays_decided_it() {
+        let mut cluster = FakeCluster::new(&[1500], 0.0, 12);
+        let shrunk = shrink_schedule(&original(3), &mut cluster, &bounds(), &mut |_| {});
+        assert_eq!(shrunk.outcome, Outcome::NotReproduced);
+        assert!(shrunk.steps.iter().all(|s| !s.undecided));
+        assert!(shrunk.conclusion("x").contains("did not reproduce"));
+    }
+
+    #[test]
+    fn confirmation_runs_cut_by_the_budget_say_how_many_ran() {
+        // The original is kept on its one replay (15 s); its confirmation was reserved at
+        // 15 s a run, but from the third run on replays take 30 s longer: after two
+        // confirmation runs the next no longer fits in the 100 s.
+        let (original, b) = nothing_to_halve();
+        let b = ScheduleBounds {
+            budget: Duration::from_secs(100),
+            replays: 1,
+            ..b
+        };
+        let mut cluster = FakeCluster::new(&[], 1.0, 13);
+        cluster.min_clients = 1;
+        cluster.slow = (3, 30.0);
+        let shrunk = shrink_schedule(&original, &mut cluster, &b, &mut |_| {});
+        assert_eq!(shrunk.outcome, Outcome::Reproduced);
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (2, 2));
+        assert!(shrunk.confirm_cut);
+        assert_eq!(
+            shrunk.replay_rate(),
+            "2/2 (the budget ended after 2 of 5 runs)"
+        );
+        assert!(shrunk.seconds <= 100.0, "{}", shrunk.seconds);
+    }
+
+    #[test]
+    fn a_step_back_the_budget_cannot_run_keeps_the_candidate_measured() {
+        // As in the step-back tests above, the 5 s candidate is kept on two lucky
+        // replays; the search then spends 110 s in 10 runs. 250 s hold five runs of it
+        // (10 s each) and five of the 10 s one (15 s) after them, so it may be given up.
+        // It passes its first three confirmation runs, and the third takes 60 s longer
+        // than estimated: 200 s spent, the 10 s candidate's runs now estimated at 75 s
+        // do not fit. The 5 s candidate stays the result, with the rate measured for it.
+        let (shrunk, runs) = lucky_five_seconds(250, (13, 60.0));
+        assert_eq!(shrunk.after.time_limit_s, 5.0);
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (0, 3));
+        assert!(!shrunk.confirm_cut);
+        let last = shrunk.steps.last().unwrap();
+        assert_eq!((last.phase.as_str(), last.kept), ("confirm", true));
+        assert_eq!(runs, 13);
+        assert!(shrunk.seconds <= 250.0, "{}", shrunk.seconds);
     }
 
     #[test]

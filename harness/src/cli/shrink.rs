@@ -64,9 +64,10 @@ pub(crate) struct ShrinkFlags {
     /// Most candidate histories to check.
     #[arg(long, default_value_t = 20_000)]
     max_checks: usize,
-    /// Most seconds to spend.
+    /// Most seconds to spend (a schedule shrink gives its history shrink what is left of
+    /// `--budget`, at least 30 s, if that is less).
     #[arg(long, default_value_t = 300)]
-    max_seconds: u64,
+    pub(crate) max_seconds: u64,
 }
 
 impl Default for ShrinkFlags {
@@ -160,7 +161,9 @@ pub(crate) fn shrink_first_failure(
         None => {
             println!("  1-minimal: removing any one remaining operation no longer fails this way")
         }
-        Some(bound) => println!("  not proven minimal: stopped by {bound}"),
+        Some(bound) => println!(
+            "  not 1-minimal: stopped by {bound}; the history still fails this way, but some operation may still go"
+        ),
     }
     println!("  explanation: {}", shrunk.result.explanation);
     println!("  written to {}", out.display());

@@ -144,6 +144,38 @@ pub struct ShrunkFiles {
     pub history: Option<Value>,
 }
 
+/// The schedule shrink's replay rate: "replay rate: 4 of 5 runs fail the same way",
+/// saying so when the budget ended the confirmation runs early or before any, and when
+/// the budget left the original unshrunk.
+fn replay_rate(s: &Value) -> String {
+    let rate = &s["replay_rate"];
+    let unshrunk = if s["outcome"] == "budget-ended" {
+        " (of the original: the budget ended before the search)"
+    } else {
+        ""
+    };
+    match rate["runs"].as_u64() {
+        Some(0) => {
+            "replay rate: not measured (the budget ended before a confirmation run)".to_string()
+        }
+        Some(runs) => {
+            let cut = if rate["cut_by_budget"] == true {
+                format!(
+                    "; the budget ended after {runs} of {}",
+                    rate["asked"].as_u64().unwrap_or(runs)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "replay rate{unshrunk}: {} of {runs} runs fail the same way{cut}",
+                rate["failed"].as_u64().unwrap_or(0)
+            )
+        }
+        None => "replay rate: ?".to_string(),
+    }
+}
+
 /// The "Shrunk reproduction" section: the sizes before and after and the command, with
 /// links into `shrunk/`.
 fn shrunk_section(files: &ShrunkFiles) -> Markup {
@@ -168,7 +200,7 @@ fn shrunk_section(files: &ShrunkFiles) -> Markup {
             @if let Some(s) = &files.schedule {
                 li { "fault events: " (before_after(s, "events")) }
                 li { "run length (s): " (before_after(s, "time_limit_s")) "; clients: " (before_after(s, "concurrency")) "; keys: " (before_after(s, "active_keys")) "; rate: " (before_after(s, "rate")) }
-                li { "replay rate: " (num(&s["replay_rate"]["failed"])) " of " (num(&s["replay_rate"]["runs"])) " runs fail the same way" }
+                li { (replay_rate(s)) }
             }
             @if let Some(h) = &files.history {
                 li { "history operations: " (before_after(h, "operations")) }

@@ -127,6 +127,30 @@ fn a_shrunk_reproduction_is_linked_with_its_sizes_and_command_only_when_there() 
 }
 
 #[test]
+fn a_replay_rate_the_budget_cut_or_never_measured_is_said_so() {
+    let h = register_history();
+    let r = linearizable().check(&h);
+    let summary = RunSummary::new("kv-register".into(), None, vec![r], history_stats(&h), None);
+    let render = |schedule: Value| {
+        let files = ShrunkFiles {
+            schedule: Some(schedule),
+            history: None,
+        };
+        render_html_with_shrunk(&summary, &h, None, Some(&files))
+    };
+    let never = render(json!({"outcome": "budget-ended",
+        "replay_rate": {"failed": 0, "runs": 0, "asked": 5, "cut_by_budget": true}}));
+    assert!(never.contains("not measured"), "{never}");
+    assert!(!never.contains("0 of 0"));
+    let cut = render(json!({"outcome": "reproduced",
+        "replay_rate": {"failed": 1, "runs": 1, "asked": 5, "cut_by_budget": true}}));
+    assert!(cut.contains("1 of 1 runs fail the same way; the budget ended after 1 of 5"));
+    let original = render(json!({"outcome": "budget-ended",
+        "replay_rate": {"failed": 3, "runs": 5, "asked": 5, "cut_by_budget": false}}));
+    assert!(original.contains("of the original"), "{original}");
+}
+
+#[test]
 fn a_bare_history_without_test_json_says_what_is_unknown() {
     let h = register_history();
     let html = page("history.jsonl", &h, &linearizable(), None);
