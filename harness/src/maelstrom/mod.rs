@@ -228,6 +228,7 @@ pub async fn run_maelstrom_test(
         None => result,
     };
     let stats = net.stats();
+    let searched = crate::controller::fault_search(&nemesis, spec, &run_dir);
     finish_run(
         spec,
         &run_dir,
@@ -238,6 +239,7 @@ pub async fn run_maelstrom_test(
         check,
         Some(stats),
         None,
+        searched,
     )
     .await
 }
