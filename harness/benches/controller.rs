@@ -14,7 +14,7 @@ fn controller(c: &mut Criterion) {
     let path = dir.path().join("h.jsonl");
     // Calibrate how many ops a 200 ms run records, then report throughput per op.
     let probe = rt
-        .block_on(splitbrain::bench::controller_throughput(
+        .block_on(splitbrain::bench::controller::controller_throughput(
             64,
             Duration::from_millis(200),
             &path,
@@ -25,7 +25,7 @@ fn controller(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("64 processes, 200 ms, no-op client", |b| {
         b.iter(|| {
-            rt.block_on(splitbrain::bench::controller_throughput(
+            rt.block_on(splitbrain::bench::controller::controller_throughput(
                 64,
                 Duration::from_millis(200),
                 &path,

@@ -13,30 +13,15 @@
 #![warn(missing_docs)]
 
 pub mod bench;
-pub mod bench_converge;
-pub mod bench_tail;
 pub mod check;
 pub mod check_options;
-pub mod cluster;
-pub mod controller;
-pub mod converge;
 pub mod fault_coverage;
-mod layout;
-pub mod live;
 pub mod maelstrom;
-pub mod mesh;
-pub mod node_layout;
-pub mod online;
-pub mod programs;
-pub mod progress;
-pub mod recorder;
 pub mod remote;
+pub mod run;
 pub mod schedule_shrink;
 pub mod serve;
-pub mod spec;
-pub mod store;
 pub mod suite;
-pub mod target;
+pub mod systems;
 pub(crate) mod text;
-pub mod worker;
 pub mod workload;

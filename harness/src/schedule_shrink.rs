@@ -24,7 +24,7 @@
 //! (the CLI's replays the run's [`TestSpec`] with the controller), so the search here is
 //! tested with a fake one.
 
-use crate::spec::TestSpec;
+use crate::run::spec::TestSpec;
 use serde::Serialize;
 use splitbrain_nemesis::{Nemesis, NemesisSpec, PlannedFault};
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! link pointing out of the store is a 404 too. The store's own `latest` links stay inside
 //! and work.
 
-use crate::store::{list_running, list_runs, run_time};
+use crate::run::store::{list_running, list_runs, run_time};
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};

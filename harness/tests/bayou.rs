@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::Path;
 
 mod support;
-use splitbrain::converge::FINAL_READ_PROCESS_BASE;
+use splitbrain::run::converge::FINAL_READ_PROCESS_BASE;
 use support::checker;
 
 /// Runs `splitbrain test --target bayou --nodes 3 ARGS` in a fresh store.

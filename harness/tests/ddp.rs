@@ -224,7 +224,7 @@ fn shared_memory_transport_survives_kills_and_pauses_and_refuses_partitions() {
         log.contains("all-reduces through the shared-memory group") && log.contains(": joined"),
         "{log}"
     );
-    let dir = splitbrain::target::ddp::shm_dir(&run.join("nodes/n1/data")).unwrap();
+    let dir = splitbrain::systems::ddp::shm_dir(&run.join("nodes/n1/data")).unwrap();
     assert!(!dir.exists(), "{} removed after the run", dir.display());
 
     let refused = std::process::Command::new(env!("CARGO_BIN_EXE_splitbrain"))

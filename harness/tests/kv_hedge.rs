@@ -3,9 +3,9 @@
 //! one follower's answers delayed 50 ms by the nemesis for the whole run.
 
 use splitbrain::check_options::CheckOptions;
-use splitbrain::controller::run_test;
-use splitbrain::spec::TestSpec;
-use splitbrain::target::kv::ReadCounters;
+use splitbrain::run::controller::run_test;
+use splitbrain::run::spec::TestSpec;
+use splitbrain::systems::kv::ReadCounters;
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::Validity;
 use tokio_util::sync::CancellationToken;
@@ -50,7 +50,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         active_keys: 8,
         ops_per_key: 100,
         quiesce_s: 0.5,
-        converge_bound_s: splitbrain::spec::default_converge_bound_s(),
+        converge_bound_s: splitbrain::run::spec::default_converge_bound_s(),
         store: store.path().to_path_buf(),
         target_bin: None,
         hosts: None,
@@ -59,7 +59,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         version: "test".into(),
         maelstrom: None,
     };
-    let target = splitbrain::target::by_name("kv").unwrap();
+    let target = splitbrain::systems::by_name("kv").unwrap();
     let workload = splitbrain::workload::registry::by_name("register").unwrap();
     let before = ReadCounters::now();
     let outcome = run_test(

@@ -10,7 +10,7 @@ mod support;
 use support::skip;
 
 use serde_json::Value;
-use splitbrain::target::mariadb::WorkDir;
+use splitbrain::systems::mariadb::WorkDir;
 use std::path::Path;
 use std::sync::Mutex;
 

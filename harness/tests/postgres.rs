@@ -7,7 +7,7 @@
 //! run is a few seconds and leaves no server process or work directory behind.
 
 use serde_json::Value;
-use splitbrain::target::postgres::WorkDir;
+use splitbrain::systems::postgres::WorkDir;
 use std::path::{Path, PathBuf};
 
 mod support;

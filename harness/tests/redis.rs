@@ -23,7 +23,7 @@ fn skip_reason() -> Option<String> {
         ("redis-sentinel", "redis-sentinel"),
         ("nft", "nftables"),
     ] {
-        if splitbrain::programs::find_on_path(program).is_none()
+        if splitbrain::run::programs::find_on_path(program).is_none()
             && !Path::new("/usr/sbin").join(program).is_file()
         {
             return Some(format!("`{program}` is missing (Debian package {package})"));

@@ -33,7 +33,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value = "bench-tail.html")]
     html: PathBuf,
     /// Share of the measured capacity offered in every cell (tail bench).
-    #[arg(long, default_value_t = splitbrain::bench_tail::LOAD_SHARE)]
+    #[arg(long, default_value_t = splitbrain::bench::tail::LOAD_SHARE)]
     load_share: f64,
     /// Take this capacity (ok ops/s) instead of measuring it (tail bench), to rerun some
     /// cells at an earlier run's load.
@@ -50,7 +50,7 @@ pub(crate) struct BenchArgs {
     )]
     policies: Vec<String>,
     /// Concurrent clients of every cell (tail bench); the capacity is measured with 16.
-    #[arg(long, default_value_t = splitbrain::bench_tail::CELL_CLIENTS)]
+    #[arg(long, default_value_t = splitbrain::bench::tail::CELL_CLIENTS)]
     clients: usize,
     /// Rounds of the tail bench: every cell runs this many times, interleaved, and shows
     /// its median run by p99 beside every run's p99.
@@ -93,7 +93,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             let dir = tempfile_dir()?;
             let path = dir.join("bench-history.jsonl");
             let rt = runtime()?;
-            let r = rt.block_on(splitbrain::bench::controller_throughput(
+            let r = rt.block_on(splitbrain::bench::controller::controller_throughput(
                 a.processes,
                 Duration::from_secs_f64(a.seconds),
                 &path,
@@ -130,10 +130,10 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             Ok(0)
         }
         "converge" => {
-            let binary = splitbrain::programs::find_binary(None, "splitbrain-bayou")?;
+            let binary = splitbrain::run::programs::find_binary(None, "splitbrain-bayou")?;
             let dir = tempfile_dir()?;
             let rt = runtime()?;
-            let table = rt.block_on(splitbrain::bench_converge::run_table(
+            let table = rt.block_on(splitbrain::bench::converge::run_table(
                 binary,
                 &[25, 50, 100, 200, 500],
                 a.writes,
@@ -154,7 +154,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
 /// `bench tail`: read policies of the KV store under slow-server faults (Markdown on
 /// stdout, the page with the quantile charts at `html`).
 fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
-    use splitbrain::bench_tail::POLICIES;
+    use splitbrain::bench::tail::POLICIES;
     if let Some(p) = a.policies.iter().find(|p| !POLICIES.contains(&p.as_str())) {
         bail!(usage(format!(
             "--policies: unknown policy {p:?}; expected some of {}",
@@ -186,12 +186,12 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
     }
     let html = a.html.as_path();
     let dir = tempfile_dir()?;
-    let opts = splitbrain::bench_tail::TailOptions {
+    let opts = splitbrain::bench::tail::TailOptions {
         cell_s: a.cell_seconds,
         store: a
             .store
             .clone()
-            .unwrap_or_else(|| splitbrain::bench_tail::scratch_store(&dir)),
+            .unwrap_or_else(|| splitbrain::bench::tail::scratch_store(&dir)),
         seed: 1,
         hedge_floor_ms: a.hedge_floor_ms,
         load_share: a.load_share,
@@ -201,7 +201,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
         clients: a.clients,
         runs: a.runs,
     };
-    let report = runtime()?.block_on(splitbrain::bench_tail::run(&opts));
+    let report = runtime()?.block_on(splitbrain::bench::tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);
     let report = report?;
     print!("{}", report.markdown());
@@ -216,7 +216,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
 
 /// `bench maelstrom`: routing alone, then round trips through a real echo node (Markdown).
 fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
-    use splitbrain::maelstrom::bench;
+    use splitbrain::bench::maelstrom as bench;
     println!("| what | messages | seconds | messages/s | per message |");
     println!("|---|---|---|---|---|");
     let r = bench::routing_only(1_000_000);
@@ -268,7 +268,8 @@ fn linearizable_scale(a: &BenchArgs) -> anyhow::Result<u8> {
     }
     let mut cells = Vec::new();
     for (size, info, corrupt) in plan {
-        let cell = splitbrain::bench::linearizable_scale_cell(&exe, &dir, size, info, corrupt);
+        let cell =
+            splitbrain::bench::controller::linearizable_scale_cell(&exe, &dir, size, info, corrupt);
         let cell = match cell {
             Ok(c) => c,
             Err(e) => {
@@ -285,9 +286,13 @@ fn linearizable_scale(a: &BenchArgs) -> anyhow::Result<u8> {
         cells.push(cell);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    print!("{}", splitbrain::bench::scale_table(&cells, load.trim()));
-    let expected =
-        |c: &splitbrain::bench::ScaleCell| c.verdict == if c.corrupt { "INVALID" } else { "valid" };
+    print!(
+        "{}",
+        splitbrain::bench::controller::scale_table(&cells, load.trim())
+    );
+    let expected = |c: &splitbrain::bench::controller::ScaleCell| {
+        c.verdict == if c.corrupt { "INVALID" } else { "valid" }
+    };
     Ok(if cells.iter().all(expected) { 0 } else { 1 })
 }
 

@@ -6,7 +6,7 @@ use super::verdict_code;
 use anyhow::Context;
 use clap::Args;
 use splitbrain::check::{check_history, write_outputs};
-use splitbrain::store::record_recheck;
+use splitbrain::run::store::record_recheck;
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
 use std::path::PathBuf;
 
@@ -43,7 +43,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
             .as_ref()
             .and_then(|t| t["concurrency"].as_u64())
             .unwrap_or(1) as usize;
-        splitbrain::target::postgres::evidence::annotate(
+        splitbrain::systems::postgres::evidence::annotate(
             &mut results,
             &history,
             &a.path,

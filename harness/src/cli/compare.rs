@@ -3,7 +3,7 @@
 
 use super::usage;
 use clap::Args;
-use splitbrain::store::{load_run, StoredRunError};
+use splitbrain::run::store::{load_run, StoredRunError};
 use splitbrain_reports::{compare, ComparedRun, RegressionBounds};
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 
 pub(crate) fn list_text() -> String {
     let mut out = String::from("targets:\n");
-    for t in splitbrain::target::all() {
+    for t in splitbrain::systems::all() {
         out.push_str(&format!("  {:<24} {}\n", t.name(), t.description()));
         if !t.read_modes().is_empty() {
             out.push_str(&format!("    read modes: {}\n", t.read_modes().join(", ")));

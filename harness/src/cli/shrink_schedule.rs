@@ -10,10 +10,10 @@ use super::test::{prepare_spec, run_prepared};
 use super::{usage, verdict_code};
 use anyhow::Context;
 use splitbrain::check_options::CheckOptions;
+use splitbrain::run::spec::TestSpec;
 use splitbrain::schedule_shrink::{
     plan_of_spec, shrink_schedule, steps_table, Candidate, Replay, Replayer, ScheduleBounds,
 };
-use splitbrain::spec::TestSpec;
 use splitbrain_checkers::shrink::FailureClass;
 use splitbrain_checkers::{CheckResult, Checker, Validity};
 use splitbrain_reports::{repeat_command, RunSummary};

@@ -3,12 +3,12 @@
 use super::flags::CheckFlags;
 use super::{runtime, usage, verdict_code, EXIT_COULD_NOT_RUN};
 use clap::Args;
-use splitbrain::controller::run_test;
 use splitbrain::maelstrom::net::LatencyDist;
 use splitbrain::maelstrom::workloads::{MaelstromWorkload, WORKLOADS};
 use splitbrain::maelstrom::{absolute_bin, run_maelstrom_test, MaelstromSpec, TOPOLOGIES};
-use splitbrain::spec::TestSpec;
-use splitbrain::target::exec::ExecTarget;
+use splitbrain::run::controller::run_test;
+use splitbrain::run::spec::TestSpec;
+use splitbrain::systems::exec::ExecTarget;
 use splitbrain_reports::summary_table;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -120,7 +120,7 @@ pub(crate) struct TestArgs {
     hedge_delay_ms: u64,
     /// Convergence workloads: the longest the final reads wait, after the heal, for
     /// every replica to agree (seconds). Replicas that still disagree then are divergent.
-    #[arg(long, default_value_t = splitbrain::spec::default_converge_bound_s())]
+    #[arg(long, default_value_t = splitbrain::run::spec::default_converge_bound_s())]
     converge_bound: f64,
     /// Keys in use at once.
     #[arg(long, default_value_t = 8)]
@@ -220,7 +220,7 @@ pub(crate) fn cmd_test(a: TestArgs) -> anyhow::Result<u8> {
 /// What a prepared test runs against.
 enum PreparedTarget {
     /// A target whose nodes the harness reaches over sockets.
-    Networked(std::sync::Arc<dyn splitbrain::target::Target>),
+    Networked(std::sync::Arc<dyn splitbrain::systems::Target>),
     /// Maelstrom nodes on stdin/stdout, with this workload.
     Maelstrom(MaelstromWorkload),
 }
@@ -257,7 +257,7 @@ pub(crate) fn prepare_test(a: &TestArgs) -> anyhow::Result<PreparedTest> {
         }
     }
     // Refused here rather than failing every clock fault and then the heal (exit 4).
-    if target.clock_source() == splitbrain::target::ClockSource::Unsupported
+    if target.clock_source() == splitbrain::systems::ClockSource::Unsupported
         && a.nemesis().split(',').any(|f| f.trim() == "clock")
     {
         return Err(usage(format!(
@@ -360,13 +360,13 @@ pub(crate) fn prepare_spec(
             check,
         });
     }
-    let mut target: std::sync::Arc<dyn splitbrain::target::Target> = if spec.target == "exec" {
+    let mut target: std::sync::Arc<dyn splitbrain::systems::Target> = if spec.target == "exec" {
         let Some(path) = &spec.target_spec else {
             anyhow::bail!("an exec target's test.json names no target_spec");
         };
         std::sync::Arc::new(ExecTarget::from_file(path)?)
     } else {
-        splitbrain::target::by_name(&spec.target)
+        splitbrain::systems::by_name(&spec.target)
             .ok_or_else(|| anyhow::anyhow!("unknown target {:?}", spec.target))?
     };
     if !spec.settings.is_empty() {
@@ -387,7 +387,7 @@ pub(crate) fn prepare_spec(
 
 /// `--transport`: only for targets that take it, `tcp` or `shm`, and with `shm` no
 /// network fault (it would be recorded as injected while changing nothing).
-fn check_transport(a: &TestArgs, target: &dyn splitbrain::target::Target) -> anyhow::Result<()> {
+fn check_transport(a: &TestArgs, target: &dyn splitbrain::systems::Target) -> anyhow::Result<()> {
     let Some(transport) = &a.transport else {
         return Ok(());
     };
@@ -640,7 +640,7 @@ fn remote_hosts(
 fn resolve_target(
     a: &TestArgs,
 ) -> anyhow::Result<(
-    std::sync::Arc<dyn splitbrain::target::Target>,
+    std::sync::Arc<dyn splitbrain::systems::Target>,
     Option<PathBuf>,
 )> {
     if a.target == "exec" {
@@ -663,7 +663,7 @@ fn resolve_target(
     if a.target_spec.is_some() {
         return Err(usage("--target-spec goes with --target exec"));
     }
-    match splitbrain::target::by_name(&a.target) {
+    match splitbrain::systems::by_name(&a.target) {
         Some(t) => Ok((t, None)),
         None => Err(usage(format!(
             "unknown target {:?}; `splitbrain list` shows them",
@@ -677,7 +677,7 @@ pub(crate) fn run_prepared(
     p: &PreparedTest,
     show: bool,
     cancel: &CancellationToken,
-) -> anyhow::Result<splitbrain::controller::RunOutcome> {
+) -> anyhow::Result<splitbrain::run::controller::RunOutcome> {
     let rt = runtime()?;
     let outcome = rt.block_on(async {
         let c = cancel.clone();

@@ -6,7 +6,7 @@
 use super::kafka::{is_final_read, Consumer, FinalRead};
 use super::net::MaelstromNet;
 use super::workloads::{MaelstromWorkload, Reply};
-use crate::target::{BoxFuture, Client, Completion, Invocation};
+use crate::systems::{BoxFuture, Client, Completion, Invocation};
 use serde_json::{Map, Value};
 use splitbrain_checkers::OpType;
 use std::time::{Duration, Instant};

@@ -19,7 +19,7 @@
 //! until every key returns nothing new: the whole log as one node serves it.
 
 use super::protocol::Reply;
-use crate::target::Invocation;
+use crate::systems::Invocation;
 use crate::workload::OpGenerator;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

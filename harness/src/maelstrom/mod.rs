@@ -12,7 +12,7 @@
 //! - [`nodes`]: `N` processes `n0..n(N-1)` (as Maelstrom names them, so a node may compute
 //!   a peer's id from a number), all sent `init` at once; a killed node restarts with a
 //!   fresh `init`. The same names are the nodes' directories, the history's `node` and the
-//!   nemesis's ([`crate::spec::TestSpec::node_names`]).
+//!   nemesis's ([`crate::run::spec::TestSpec::node_names`]).
 //! - [`net`]: the network inside the controller — base latency (`--latency`, `--latency-dist`),
 //!   and the nemesis's partitions, slow links and loss applied per message by its `src`
 //!   (any known node or client, as Maelstrom's); the message statistics Maelstrom users
@@ -29,7 +29,6 @@
 //! A protocol violation by a node ends the run with exit code 4 and names the node and the
 //! line.
 
-pub mod bench;
 pub mod client;
 pub mod kafka;
 pub mod net;
@@ -39,10 +38,10 @@ pub mod services;
 pub mod workloads;
 
 use crate::check_options::CheckOptions;
-use crate::controller::{drive, finish_run, DriveClients, RunOutcome};
-use crate::recorder::HistoryRecorder;
-use crate::spec::TestSpec;
-use crate::target::Client;
+use crate::run::controller::{drive, finish_run, DriveClients, RunOutcome};
+use crate::run::recorder::HistoryRecorder;
+use crate::run::spec::TestSpec;
+use crate::systems::Client;
 use anyhow::Context;
 use net::{MaelstromNet, NetOptions};
 use nodes::{MaelstromNodes, NodeFiles};
@@ -55,7 +54,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use workloads::MaelstromWorkload;
 
-pub use crate::spec::MaelstromSpec;
+pub use crate::run::spec::MaelstromSpec;
 
 /// The topologies `--topology` accepts (Maelstrom's).
 pub const TOPOLOGIES: &[&str] = &["grid", "line", "total", "tree2", "tree3", "tree4"];
@@ -133,7 +132,7 @@ pub async fn run_maelstrom_test(
         .clone()
         .context("a maelstrom test needs --bin")?;
     anyhow::ensure!(m.bin.is_file(), "--bin {} is not a file", m.bin.display());
-    let (nemesis_spec, spec, run_dir) = crate::controller::open_run(spec)?;
+    let (nemesis_spec, spec, run_dir) = crate::run::controller::open_run(spec)?;
     let spec = &spec;
     let net = MaelstromNet::new(
         spec.node_names(),
@@ -160,7 +159,7 @@ pub async fn run_maelstrom_test(
     let nodes = match started {
         Ok(n) => n,
         Err(why) => {
-            crate::controller::record_start_failure(
+            crate::run::controller::record_start_failure(
                 spec,
                 &run_dir,
                 &recorder,
@@ -228,7 +227,7 @@ pub async fn run_maelstrom_test(
         None => result,
     };
     let stats = net.stats();
-    let searched = crate::controller::fault_search(&nemesis, spec, &run_dir);
+    let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
     finish_run(
         spec,
         &run_dir,

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::spec::LatencyDist;
+pub use crate::run::spec::LatencyDist;
 
 /// The network's settings.
 #[derive(Debug, Clone, Copy)]

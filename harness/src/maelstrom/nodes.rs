@@ -6,7 +6,7 @@
 //! `nodes/nX/data`, kept across restarts).
 
 use super::net::MaelstromNet;
-use crate::cluster::log_tail;
+use crate::run::cluster::log_tail;
 use serde_json::{json, Map, Value};
 use splitbrain_nemesis::{ClusterControl, NemesisError};
 use std::io::{BufRead, BufReader, Write};

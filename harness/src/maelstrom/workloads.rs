@@ -13,7 +13,7 @@
 //! | `kafka` | `send`, `poll`, `commit_offsets`, `list_committed_offsets` ([`super::kafka`]) | kafka: no lost, misplaced or reordered message, monotonic committed offsets |
 
 use crate::check_options::CheckOptions;
-use crate::target::Invocation;
+use crate::systems::Invocation;
 use crate::workload::{
     eventual::checkers_for, register, txn, OpGenerator, Workload, WorkloadOptions,
 };

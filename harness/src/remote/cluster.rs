@@ -11,7 +11,7 @@ use super::firewall::HostFirewall;
 use super::leash::{self, LeashSpec, START_TIME_FN};
 use super::session::{quote, HeldCommand, HostSession};
 use super::RemoteError;
-use crate::target::{ClockSource, Target};
+use crate::systems::{ClockSource, Target};
 use splitbrain_nemesis::{ClusterControl, NemesisError};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

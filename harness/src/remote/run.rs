@@ -12,13 +12,13 @@ use super::hosts::Host;
 use super::session::HostSession;
 use super::RemoteError;
 use crate::check_options::CheckOptions;
-use crate::controller::{
+use crate::run::controller::{
     drive, finish_run, open_run, record_start_failure, DriveClients, RunOutcome,
 };
-use crate::programs::find_binary;
-use crate::recorder::HistoryRecorder;
-use crate::spec::TestSpec;
-use crate::target::{NodeNetwork, Target, TargetOptions};
+use crate::run::programs::find_binary;
+use crate::run::recorder::HistoryRecorder;
+use crate::run::spec::TestSpec;
+use crate::systems::{NodeNetwork, Target, TargetOptions};
 use crate::workload::Workload;
 use splitbrain_nemesis::{Nemesis, NetworkFaults};
 use std::net::SocketAddr;
@@ -47,7 +47,7 @@ pub async fn run_remote_test(
     let name = target.binary_name();
     let binary = match &spec.target_bin {
         Some(p) if !p.is_file() => BinarySource::OnHost(p.display().to_string()),
-        None if !name.contains('/') && crate::programs::beside_splitbrain(name).is_none() => {
+        None if !name.contains('/') && crate::run::programs::beside_splitbrain(name).is_none() => {
             BinarySource::OnHost(name.to_string())
         }
         explicit => BinarySource::Local(find_binary(explicit.as_ref(), name)?),
@@ -130,7 +130,7 @@ pub async fn run_remote_test(
         &binary,
         nodes,
         &tag,
-        target.clock_source() == crate::target::ClockSource::Faketime
+        target.clock_source() == crate::systems::ClockSource::Faketime
             && nemesis_spec.faults.iter().any(|f| f == "clock"),
     )
     .await
@@ -175,7 +175,7 @@ pub async fn run_remote_test(
         report_errors(fw.remove_all().await);
     }
     report_errors(cluster.teardown(&local_nodes).await);
-    let searched = crate::controller::fault_search(&nemesis, spec, &run_dir);
+    let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
     drop(nemesis);
     drop(fw);
     drop(cluster);

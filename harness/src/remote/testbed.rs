@@ -326,9 +326,9 @@ impl Drop for SshTestbed {
             // did after a CI run on 2026-12-03). The listener is stopped meanwhile, so it
             // forks none the walk could miss.
             let pid = c.id();
-            crate::cluster::send_signal(pid, libc::SIGSTOP);
-            for session in crate::cluster::descendants(pid) {
-                crate::cluster::send_signal(session, libc::SIGKILL);
+            crate::run::cluster::send_signal(pid, libc::SIGSTOP);
+            for session in crate::run::cluster::descendants(pid) {
+                crate::run::cluster::send_signal(session, libc::SIGKILL);
             }
             let _ = c.kill();
             let _ = c.wait();

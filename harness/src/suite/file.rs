@@ -183,7 +183,7 @@ impl Cell {
             .and_then(|w| w.checkers(&crate::check::CheckOptions::default()).ok())
             .is_some_and(|cs| {
                 cs.iter()
-                    .any(|c| crate::online::ONLINE_CHECKERS.contains(&c.name().as_str()))
+                    .any(|c| crate::run::online::ONLINE_CHECKERS.contains(&c.name().as_str()))
             });
         let wanted: Vec<&String> = self
             .expect
@@ -191,7 +191,7 @@ impl Cell {
             .iter()
             .chain(&self.expect.anomalies)
             .collect();
-        if !checks_online || !wanted.iter().all(|n| crate::online::decides_online(n)) {
+        if !checks_online || !wanted.iter().all(|n| crate::run::online::decides_online(n)) {
             return Vec::new();
         }
         let mut flags = vec!["--stop-on-anomaly".to_string()];

@@ -211,7 +211,7 @@ fn the_built_in_suites_parse() {
             );
             // Every named bug of every bundled system must be hunted by both suites (quick
             // leaves out the ones too rare in short runs for a CI gate; it says which).
-            let target = crate::target::by_name(t).expect("bundled target");
+            let target = crate::systems::by_name(t).expect("bundled target");
             for bug in target.bugs() {
                 if name == "quick" && QUICK_LEAVES_OUT.contains(&bug.name) {
                     assert!(

@@ -10,7 +10,7 @@
 
 use super::{OpGenerator, Workload, WorkloadOptions};
 use crate::check_options::CheckOptions;
-use crate::target::Invocation;
+use crate::systems::Invocation;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@
 
 use super::{KeyRotation, OpGenerator, Workload, WorkloadOptions};
 use crate::check_options::CheckOptions;
-use crate::target::Invocation;
+use crate::systems::Invocation;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

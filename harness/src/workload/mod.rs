@@ -12,7 +12,7 @@ pub mod txn;
 pub use keys::KeyRotation;
 
 use crate::check_options::CheckOptions;
-use crate::target::Invocation;
+use crate::systems::Invocation;
 use rand_chacha::ChaCha8Rng;
 use splitbrain_checkers::Checker;
 

@@ -11,8 +11,8 @@
 
 use super::{OpGenerator, Workload, WorkloadOptions};
 use crate::check_options::CheckOptions;
-use crate::target::ddp::{DATASET_SIZE, TRAIN_ARGS};
-use crate::target::Invocation;
+use crate::systems::ddp::{DATASET_SIZE, TRAIN_ARGS};
+use crate::systems::Invocation;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 use splitbrain_checkers::ddp::{ddp_checkers, DdpCheck, DdpChecker, DdpOptions};
@@ -121,7 +121,7 @@ pub fn replay_digests(
     members: &str,
 ) -> Result<BTreeMap<u64, String>, String> {
     let binary =
-        crate::programs::find_binary(None, "splitbrain-ddp").map_err(|e| format!("{e:#}"))?;
+        crate::run::programs::find_binary(None, "splitbrain-ddp").map_err(|e| format!("{e:#}"))?;
     let out = Command::new(&binary)
         .arg("--replay")
         .args([

@@ -5,7 +5,7 @@
 
 use super::{KeyRotation, OpGenerator, Workload, WorkloadOptions};
 use crate::check_options::CheckOptions;
-use crate::target::Invocation;
+use crate::systems::Invocation;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};

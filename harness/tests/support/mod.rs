@@ -127,7 +127,7 @@ pub fn plan_file(json: &str) -> tempfile::NamedTempFile {
 /// Why PostgreSQL runs (primary and standbys) cannot be made here, if they cannot: a
 /// missing server program, or a harness running as root without the `postgres` account.
 pub fn postgres_unavailable() -> Option<String> {
-    use splitbrain::target::postgres::{find_program, OS_USER};
+    use splitbrain::systems::postgres::{find_program, OS_USER};
     for program in ["postgres", "initdb", "pg_basebackup"] {
         if find_program(program).is_none() {
             return Some(format!(

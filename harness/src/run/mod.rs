@@ -1,0 +1,26 @@
+//! The run machinery: one test from a [`spec::TestSpec`] to a stored run.
+//!
+//! - [`spec`]: `TestSpec`, everything stored in `test.json`.
+//! - [`controller`]: the phases of a run (`run_test`, `drive`, `finish_run`).
+//! - [`worker`]: a Jepsen process and its rate; [`recorder`]: the history on disk.
+//! - [`layout`], [`node_layout`], [`mesh`], [`cluster`]: where nodes live on the network,
+//!   the proxy mesh between them and their processes; [`programs`]: the programs a run needs.
+//! - [`converge`]: final reads of convergence workloads.
+//! - [`online`]: checking while the test runs; [`live`]: `live.json`; [`progress`]: the
+//!   progress bar.
+//! - [`store`]: run directories and reading stored runs back.
+
+pub mod cluster;
+pub mod controller;
+pub mod converge;
+pub(crate) mod layout;
+pub mod live;
+pub mod mesh;
+pub mod node_layout;
+pub mod online;
+pub mod programs;
+pub mod progress;
+pub mod recorder;
+pub mod spec;
+pub mod store;
+pub mod worker;
