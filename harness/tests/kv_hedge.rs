@@ -27,6 +27,7 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         nemesis: Vec::new(),
         nemesis_interval_s: 10.0,
         nemesis_plan: Some(plan),
+        nemesis_search: Default::default(),
         nemesis_schedule: serde_json::Value::Null,
         nodes: 3,
         concurrency: 6,

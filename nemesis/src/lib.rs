@@ -70,6 +70,7 @@
 use std::future::Future;
 
 pub mod faketime;
+pub mod guided;
 pub mod netns;
 pub mod netns_mesh;
 mod network;
@@ -79,6 +80,7 @@ mod runner;
 mod schedule;
 mod spec;
 
+pub use guided::{ClientCounts, Coverage, NodeStatus, Search};
 pub use network::{CutMode, FlowFaults, NetFaults, NetworkFaults};
 pub use plan::{ClockMode, FaultAction, NodeNames, PlannedFault, Target};
 pub use runner::Nemesis;
@@ -160,12 +162,25 @@ pub trait ClusterControl: Send + Sync + 'static {
     /// Nodes that currently lead at least one shard, as the target reports them
     /// (empty if the target cannot say).
     fn leaders(&self) -> impl Future<Output = Vec<usize>> + Send;
+    /// Each node's status (who leads, its term, how far it got), for the sampler behind
+    /// coverage and `--nemesis-search guided`; an entry is `None` for a node that did not
+    /// answer. `None` (the default) when the target serves no status: states are then
+    /// made of the active faults and the clients' outcomes only.
+    fn status(&self) -> impl Future<Output = Option<Vec<Option<NodeStatus>>>> + Send {
+        async { None }
+    }
     /// Sets node `i`'s clock offset in milliseconds through its admin endpoint.
     fn set_clock_offset(
         &self,
         i: usize,
         offset_ms: i64,
     ) -> impl Future<Output = Result<(), NemesisError>> + Send;
+}
+
+/// What the clients have seen so far, for the sampler (the harness counts completions).
+pub trait ClientSignals: Send + Sync {
+    /// The cumulative counts now.
+    fn counts(&self) -> ClientCounts;
 }
 
 /// Receives a record of every fault start and stop, to be written to the history as a

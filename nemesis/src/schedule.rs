@@ -11,7 +11,7 @@ use crate::spec::NemesisSpec;
 
 /// Shortest `figure-8` fault beside other link faults: a round (hold, three elections,
 /// settle) takes 3-5 s.
-const FIGURE8_MIN_MS: u64 = 9_000;
+pub(crate) const FIGURE8_MIN_MS: u64 = 9_000;
 
 /// Upper bound on schedule length, whatever the duration and interval.
 const MAX_FAULTS: usize = 10_000;
@@ -32,7 +32,7 @@ pub(crate) const SHAPES: &[&str] = &[
 /// is never killed and paused at once, and partitions do not stack), while faults of
 /// different classes do, as in Jepsen's composed nemeses (a partition during a leader kill).
 /// The class of `kind`: processes 0, links (between nodes or to clients) 1, clocks 2.
-fn class_of(kind: &str) -> Option<usize> {
+pub(crate) fn class_of(kind: &str) -> Option<usize> {
     match kind {
         "kill" | "kill-one" | "pause" | "strobe-pause" => Some(0),
         "clock" => Some(2),
@@ -251,19 +251,7 @@ fn action(kind: &str, names: NodeNames, n: usize, rng: &mut ChaCha8Rng) -> Fault
             let mode = [ClockMode::Bump, ClockMode::Strobe, ClockMode::Skew][rng.gen_range(0..3)];
             let target =
                 [Target::One, Target::Minority, Target::All, Target::Leader][rng.gen_range(0..4)];
-            let sign = if rng.gen_bool(0.5) { 1 } else { -1 };
-            let (offset_ms, period_ms) = match mode {
-                ClockMode::Bump => (rng.gen_range(100..=10_000), 0),
-                ClockMode::Strobe => (rng.gen_range(100..=2_000), rng.gen_range(50..=500)),
-                ClockMode::Skew => (rng.gen_range(10..=200), 100),
-            };
-            FaultAction::Clock {
-                mode,
-                target,
-                nodes: names.names(&pick(target, n, rng)),
-                offset_ms: sign * offset_ms,
-                period_ms,
-            }
+            clock_action(mode, target, names, n, rng)
         }
         "slow" => {
             let target = [Target::One, Target::All][rng.gen_range(0..2)];
@@ -305,6 +293,30 @@ fn action(kind: &str, names: NodeNames, n: usize, rng: &mut ChaCha8Rng) -> Fault
     }
 }
 
+/// A clock fault of `mode` on `target`: its direction, offset, period and nodes drawn
+/// from `rng` (the random schedule's ranges; the guided search's too).
+pub(crate) fn clock_action(
+    mode: ClockMode,
+    target: Target,
+    names: NodeNames,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+) -> FaultAction {
+    let sign = if rng.gen_bool(0.5) { 1 } else { -1 };
+    let (offset_ms, period_ms) = match mode {
+        ClockMode::Bump => (rng.gen_range(100..=10_000), 0),
+        ClockMode::Strobe => (rng.gen_range(100..=2_000), rng.gen_range(50..=500)),
+        ClockMode::Skew => (rng.gen_range(10..=200), 100),
+    };
+    FaultAction::Clock {
+        mode,
+        target,
+        nodes: names.names(&pick(target, n, rng)),
+        offset_ms: sign * offset_ms,
+        period_ms,
+    }
+}
+
 /// Random nodes for a target, sorted. `Leader` and `Follower` get no nodes: it is resolved at run time.
 pub(crate) fn pick(target: Target, n: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
     let k = match target {
@@ -322,7 +334,19 @@ pub(crate) fn pick(target: Target, n: usize, rng: &mut ChaCha8Rng) -> Vec<usize>
 }
 
 fn partition(names: NodeNames, n: usize, rng: &mut ChaCha8Rng) -> FaultAction {
-    let mut shape = SHAPES[rng.gen_range(0..SHAPES.len())];
+    let shape = SHAPES[rng.gen_range(0..SHAPES.len())];
+    partition_shape(shape, names, n, rng)
+}
+
+/// A partition of the given shape (one of [`SHAPES`]; `majorities-ring` and `bridge`
+/// become `random-halves` below 4 nodes), its groups drawn from `rng`.
+pub(crate) fn partition_shape(
+    shape: &str,
+    names: NodeNames,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+) -> FaultAction {
+    let mut shape = shape;
     if n < 4 && (shape == "majorities-ring" || shape == "bridge") {
         shape = "random-halves";
     }

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::guided::Search;
 use crate::plan::PlannedFault;
 use crate::{NemesisError, KNOWN_FAULTS};
 
@@ -17,6 +18,9 @@ pub struct NemesisSpec {
     pub seed: u64,
     /// An explicit plan (from a plan file). When set it replaces the random schedule.
     pub plan: Option<Vec<PlannedFault>>,
+    /// How faults are chosen when there is no plan: the random schedule made before the
+    /// run, or chosen while it goes on from what the cluster does.
+    pub search: Search,
 }
 
 impl NemesisSpec {
@@ -36,6 +40,7 @@ impl NemesisSpec {
             interval,
             seed,
             plan: None,
+            search: Search::Random,
         })
     }
 
@@ -53,6 +58,7 @@ impl NemesisSpec {
             interval: Duration::ZERO,
             seed: 0,
             plan: Some(plan),
+            search: Search::Random,
         }
     }
 

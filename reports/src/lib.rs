@@ -66,6 +66,37 @@ pub struct RunSummary {
     /// when it first knew, online or at the final check. Absent in older files.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub first_known_at_s: std::collections::BTreeMap<String, f64>,
+    /// How the run's faults were chosen and what its sampler reached (abstract states,
+    /// (state, fault) pairs). Absent for runs without faults and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_search: Option<FaultSearch>,
+}
+
+/// How a run's faults were chosen (`--nemesis-search`) and the coverage its sampler
+/// recorded: the abstract states the cluster was seen in, and the (state, fault) pairs,
+/// a fault started in a state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultSearch {
+    /// `random`, `guided`, or `plan` (a `--nemesis-plan` file).
+    pub search: String,
+    /// Which signals the states were made of, and what was missing.
+    pub signals: String,
+    /// Samples taken.
+    pub samples: u64,
+    /// Leader changes seen.
+    pub leader_changes: u64,
+    /// Distinct abstract states reached.
+    pub states: usize,
+    /// Distinct (state, fault) pairs reached.
+    pub pairs: usize,
+    /// Samples per abstract state.
+    pub state_counts: std::collections::BTreeMap<String, u64>,
+    /// Faults started per pair, keyed `state | fault`.
+    pub pair_counts: std::collections::BTreeMap<String, u64>,
+    /// The schedule a guided search made, as a plan file in the run directory
+    /// (`--nemesis-plan` replays it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_file: Option<String>,
 }
 
 impl RunSummary {
@@ -91,6 +122,7 @@ impl RunSummary {
             net: None,
             stopped_early: None,
             first_known_at_s: Default::default(),
+            fault_search: None,
         }
     }
 }

@@ -59,6 +59,18 @@ pub fn summary_table(s: &RunSummary) -> String {
         format!("{:.0} ok ops/s over {:.1} s", st.throughput, st.duration_s),
     ));
     rows.push(row("nemesis events", st.nemesis_events.to_string()));
+    if let Some(fs) = &s.fault_search {
+        rows.push(row(
+            "fault search",
+            format!(
+                "{}: {} states, {} (state, fault) pairs, {} leader changes; signals: {}",
+                fs.search, fs.states, fs.pairs, fs.leader_changes, fs.signals
+            ),
+        ));
+        if let Some(plan) = &fs.plan_file {
+            rows.push(row("  its plan", plan.clone()));
+        }
+    }
     if let Some(seed) = s.seed {
         rows.push(row("seed", seed.to_string()));
     }

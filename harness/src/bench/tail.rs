@@ -135,6 +135,7 @@ fn spec(
         nemesis: Vec::new(),
         nemesis_interval_s: 10.0,
         nemesis_plan: None,
+        nemesis_search: Default::default(),
         nemesis_schedule: Value::Null,
         nodes: 3,
         concurrency: clients,

@@ -57,6 +57,10 @@ pub(crate) struct SuiteArgs {
     /// cell stops early: the suite as it ran before online checking, to compare with.
     #[arg(long)]
     no_online_check: bool,
+    /// Choose every faulted cell's faults this way (`test --nemesis-search`): `guided` to
+    /// compare its detection with the random schedule's on the same cells and seeds.
+    #[arg(long, value_parser = ["random", "guided"])]
+    nemesis_search: Option<String>,
 }
 
 /// Parses one cell's `splitbrain test` arguments with the `test` command's own flags.
@@ -102,6 +106,14 @@ pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
         for c in &mut suite.cells {
             if !c.options.extra.iter().any(|x| x == "--no-online-check") {
                 c.options.extra.push("--no-online-check".to_string());
+            }
+        }
+    }
+    if let Some(search) = &a.nemesis_search {
+        for c in &mut suite.cells {
+            if !c.options.extra.iter().any(|x| x == "--nemesis-search") {
+                c.options.extra.push("--nemesis-search".to_string());
+                c.options.extra.push(search.clone());
             }
         }
     }

@@ -37,8 +37,15 @@ pub(crate) struct TestArgs {
     nemesis_interval: f64,
     /// A fault plan file (JSON: `[{"at_ms":..,"for_ms":..,"f":"kill","nodes":["n2"]}]`)
     /// replacing the random schedule.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "nemesis_search")]
     nemesis_plan: Option<PathBuf>,
+    /// How faults are chosen: `random` (a schedule made from the seed before the run) or
+    /// `guided` (each next fault chosen while the run goes on, toward cluster states and
+    /// (state, fault) pairs not yet reached, from the nodes' status and the clients'
+    /// outcomes; its schedule is stored as `nemesis-plan.json` in the run directory, which
+    /// `--nemesis-plan` replays). docs/guided.md.
+    #[arg(long, value_parser = ["random", "guided"], default_value = "random")]
+    nemesis_search: String,
     /// Number of nodes (default 5; with --hosts, one per host).
     #[arg(long)]
     nodes: Option<usize>,
@@ -548,6 +555,7 @@ fn common_spec(
         nemesis,
         nemesis_interval_s: a.nemesis_interval,
         nemesis_plan: a.nemesis_plan.clone(),
+        nemesis_search: splitbrain_nemesis::Search::parse(&a.nemesis_search).unwrap_or_default(),
         nemesis_schedule: serde_json::Value::Null,
         nodes,
         concurrency: a.concurrency,

@@ -227,6 +227,7 @@ pub async fn run_maelstrom_test(
         None => result,
     };
     let stats = net.stats();
+    let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
     finish_run(
         spec,
         &run_dir,
@@ -237,6 +238,7 @@ pub async fn run_maelstrom_test(
         check,
         Some(stats),
         None,
+        searched,
     )
     .await
 }

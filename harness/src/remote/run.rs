@@ -175,12 +175,13 @@ pub async fn run_remote_test(
         report_errors(fw.remove_all().await);
     }
     report_errors(cluster.teardown(&local_nodes).await);
+    let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
     drop(nemesis);
     drop(fw);
     drop(cluster);
     close_all(sessions).await;
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None, None,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, None, searched,
     )
     .await
 }

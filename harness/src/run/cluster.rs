@@ -593,6 +593,11 @@ impl ClusterControl for Cluster {
         self.target.leaders(&self.http, &addrs).await
     }
 
+    async fn status(&self) -> Option<Vec<Option<splitbrain_nemesis::NodeStatus>>> {
+        let addrs: Vec<SocketAddr> = self.layouts().iter().map(|l| l.client_addr).collect();
+        self.target.node_status(&self.http, &addrs).await
+    }
+
     async fn set_clock_offset(&self, i: usize, offset_ms: i64) -> Result<(), NemesisError> {
         match self.target.clock_source() {
             ClockSource::Endpoint => {

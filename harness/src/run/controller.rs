@@ -172,8 +172,9 @@ pub async fn run_test(
         }
     }
     let online = online.map(OnlineMonitor::finish);
+    let searched = fault_search(&nemesis, spec, &run_dir);
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched,
     )
     .await
 }
@@ -263,6 +264,59 @@ pub(crate) fn open_run(spec: &TestSpec) -> anyhow::Result<(NemesisSpec, TestSpec
     Ok((nemesis_spec, spec, run_dir))
 }
 
+/// What the nemesis's sampler reached, for results.json (`None` for a run that sampled
+/// nothing: no faults). A guided search's schedule is written beside it as
+/// `nemesis-plan.json` (a plan file `--nemesis-plan` replays) and into test.json's
+/// `nemesis_schedule`, the schedule the run followed.
+pub fn fault_search(
+    nemesis: &Nemesis,
+    spec: &TestSpec,
+    run_dir: &RunDir,
+) -> Option<splitbrain_reports::FaultSearch> {
+    let cov = nemesis.coverage();
+    let made = nemesis.plan_made();
+    if cov.samples == 0 && made.is_none() {
+        return None;
+    }
+    let mut plan_file = None;
+    if let Some(plan) = made {
+        let path = run_dir.path.join(GUIDED_PLAN_FILE);
+        let file = serde_json::json!({
+            "search": "guided",
+            "seed": spec.seed,
+            "faults": plan,
+        });
+        let written = serde_json::to_vec_pretty(&file)
+            .map_err(std::io::Error::other)
+            .and_then(|body| std::fs::write(&path, body));
+        match written {
+            Ok(()) => plan_file = Some(path.display().to_string()),
+            Err(e) => eprintln!("splitbrain: writing {}: {e}", path.display()),
+        }
+        let mut followed = spec.clone();
+        followed.nemesis_schedule = serde_json::to_value(&plan).unwrap_or_default();
+        if let Ok(body) = serde_json::to_vec_pretty(&followed) {
+            if let Err(e) = std::fs::write(run_dir.test_json(), body) {
+                eprintln!("splitbrain: writing test.json: {e}");
+            }
+        }
+    }
+    Some(splitbrain_reports::FaultSearch {
+        search: cov.search,
+        signals: cov.signals,
+        samples: cov.samples,
+        leader_changes: cov.leader_changes,
+        states: cov.states.len(),
+        pairs: cov.pairs.len(),
+        state_counts: cov.states,
+        pair_counts: cov.pairs,
+        plan_file,
+    })
+}
+
+/// The plan file a guided run's schedule is stored as, in its run directory.
+pub const GUIDED_PLAN_FILE: &str = "nemesis-plan.json";
+
 /// A run whose nodes never started still leaves results.json (verdict unknown, `why`),
 /// so a CI gate reading it sees why instead of a missing file. `what` names what failed.
 pub(crate) fn record_start_failure(
@@ -295,6 +349,7 @@ pub async fn finish_run(
     check: &CheckOptions,
     net: Option<splitbrain_reports::NetStats>,
     online: Option<OnlineOutcome>,
+    fault_search: Option<splitbrain_reports::FaultSearch>,
 ) -> anyhow::Result<RunOutcome> {
     let ops = recorder.finish()?;
     let incomplete = match &result {
@@ -331,6 +386,7 @@ pub async fn finish_run(
         net,
         stopped_early: online.stopped_early,
         first_known_at_s,
+        fault_search,
     };
     let summary = store_summary_with(spec, run_dir, results, &history, incomplete, extra)?;
     Ok(RunOutcome {
@@ -366,6 +422,8 @@ struct SummaryExtra {
     stopped_early: Option<String>,
     /// Per invalid checker, seconds into the run when it first knew.
     first_known_at_s: std::collections::BTreeMap<String, f64>,
+    /// How the faults were chosen and what the sampler reached.
+    fault_search: Option<splitbrain_reports::FaultSearch>,
 }
 
 /// [`store_summary`] with what else the run found ([`SummaryExtra`]).
@@ -388,6 +446,7 @@ fn store_summary_with(
     summary.net = extra.net;
     summary.stopped_early = extra.stopped_early;
     summary.first_known_at_s = extra.first_known_at_s;
+    summary.fault_search = extra.fault_search;
     let test = serde_json::to_value(spec)?;
     crate::check::write_outputs(&run_dir.path, &summary, history, Some(&test))?;
     Ok(summary)
@@ -576,7 +635,9 @@ pub async fn drive<C: ClusterControl>(
         active: active.clone(),
     };
     let nemesis_result = tokio::select! {
-        r = nemesis.run(cluster, &log, time_limit) => r.map_err(anyhow::Error::from),
+        r = nemesis.run_with(cluster, &log, time_limit, Some(recorder.counts.as_ref())) => {
+            r.map_err(anyhow::Error::from)
+        }
         _ = phase_end.cancelled() => Ok(()),
     };
     // Clients stop at the deadline; an op in flight gets its timeout to finish.

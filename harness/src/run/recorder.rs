@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// How often buffered history lines reach the file at the latest.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Live counts of completions, for the progress bar.
+/// Live counts of completions, for the progress bar and the nemesis's sampler.
 #[derive(Debug, Default)]
 pub struct LiveCounts {
     /// `ok` completions.
@@ -25,9 +25,28 @@ pub struct LiveCounts {
     pub fail: std::sync::atomic::AtomicU64,
     /// `info` completions.
     pub info: std::sync::atomic::AtomicU64,
+    /// Sum of client ops' latencies (invoke to completion) in microseconds, and how many
+    /// ops it sums: the guided nemesis's latency signal.
+    pub latency_us: std::sync::atomic::AtomicU64,
+    /// Ops summed in `latency_us`.
+    pub timed: std::sync::atomic::AtomicU64,
     /// Anomalies the online checker has found so far, one line each
     /// (`linearizable: key 7 INVALID at 12.4 s`), for the progress line.
     pub anomalies: Mutex<Vec<String>>,
+}
+
+impl splitbrain_nemesis::ClientSignals for LiveCounts {
+    fn counts(&self) -> splitbrain_nemesis::ClientCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        splitbrain_nemesis::ClientCounts {
+            ok: self.ok.load(Relaxed),
+            fail: self.fail.load(Relaxed),
+            info: self.info.load(Relaxed),
+            latency_us: self.latency_us.load(Relaxed),
+            timed: self.timed.load(Relaxed),
+            anomalies: self.anomalies.lock().map(|a| a.len() as u64).unwrap_or(0),
+        }
+    }
 }
 
 struct Sequencer {

@@ -23,7 +23,13 @@ pub struct TestSpec {
     pub nemesis_interval_s: f64,
     /// A fault plan file replacing the random schedule (`--nemesis-plan`).
     pub nemesis_plan: Option<PathBuf>,
-    /// The fault schedule this run follows (derived from the seed or the plan file), so
+    /// `--nemesis-search`: `random` (the default, a schedule made from the seed before
+    /// the run) or `guided` (chosen while the run goes on from what the cluster does).
+    /// Absent when random and in older test.json files.
+    #[serde(default, skip_serializing_if = "splitbrain_nemesis::Search::is_random")]
+    pub nemesis_search: splitbrain_nemesis::Search,
+    /// The fault schedule this run follows (derived from the seed or the plan file; for
+    /// a guided search, the schedule it made, written when the main phase ends), so
     /// it can be read and replayed.
     #[serde(default)]
     pub nemesis_schedule: serde_json::Value,
@@ -128,7 +134,11 @@ impl TestSpec {
                 &self.nemesis.join(","),
                 std::time::Duration::from_secs_f64(self.nemesis_interval_s),
                 self.seed,
-            ),
+            )
+            .map(|mut s| {
+                s.search = self.nemesis_search;
+                s
+            }),
         }
     }
 

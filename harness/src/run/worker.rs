@@ -141,10 +141,17 @@ pub async fn perform_completion(
     );
     op.key = inv.key.clone();
     recorder.record(op.clone());
+    let invoked = std::time::Instant::now();
     let c = match tokio::time::timeout(timeout, client.invoke(inv)).await {
         Ok(c) => c,
         Err(_) => Completion::info(inv.value.clone(), "timeout", None),
     };
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let us = invoked.elapsed().as_micros().min(u64::MAX as u128) as u64;
+        recorder.counts.latency_us.fetch_add(us, Relaxed);
+        recorder.counts.timed.fetch_add(1, Relaxed);
+    }
     op.op_type = c.op_type;
     op.value = c.value.clone();
     op.node = c.node.clone();

@@ -116,6 +116,26 @@ impl Target for BayouTarget {
         })
     }
 
+    fn node_status<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Option<Vec<Option<splitbrain_nemesis::NodeStatus>>>> {
+        // The primary leads; progress is the commit sequence number, pending the
+        // tentative writes.
+        fn read(v: &Value) -> Option<splitbrain_nemesis::NodeStatus> {
+            Some(splitbrain_nemesis::NodeStatus {
+                leads: Some(v["is_primary"].as_bool()?),
+                term: None,
+                progress: v["csn"].as_u64(),
+                pending: v["tentative"].as_u64(),
+            })
+        }
+        Box::pin(async move {
+            Some(super::statuses(http, addrs, Duration::from_millis(300), read).await)
+        })
+    }
+
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         Box::new(BayouClient::new(addrs, home, opts, false))
     }

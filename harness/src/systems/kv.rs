@@ -112,9 +112,36 @@ impl Target for KvTarget {
         Box::pin(status_leaders(http, addrs))
     }
 
+    fn node_status<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Option<Vec<Option<splitbrain_nemesis::NodeStatus>>>> {
+        Box::pin(async move {
+            Some(super::statuses(http, addrs, Duration::from_millis(300), kv_node_status).await)
+        })
+    }
+
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         kv_client(addrs, home, opts)
     }
+}
+
+/// A KV node's `GET /status` for the nemesis's sampler: it leads if it leads any shard;
+/// its term is its highest, its progress the sum of its shards' commit indices.
+fn kv_node_status(v: &Value) -> Option<splitbrain_nemesis::NodeStatus> {
+    let shards = v["shards"].as_array()?;
+    Some(splitbrain_nemesis::NodeStatus {
+        leads: Some(shards.iter().any(|s| s["role"] == "leader")),
+        term: shards.iter().filter_map(|s| s["term"].as_u64()).max(),
+        progress: Some(
+            shards
+                .iter()
+                .filter_map(|s| s["commit_index"].as_u64())
+                .sum(),
+        ),
+        pending: None,
+    })
 }
 
 /// A client of `POST /kv` (the bundled store's, and any `exec` target's that serves the

@@ -374,6 +374,17 @@ pub trait Target: Send + Sync {
     ) -> BoxFuture<'a, Vec<usize>> {
         Box::pin(async { Vec::new() })
     }
+    /// Each node's status for the nemesis's sampler (who leads, term, progress, undecided
+    /// work; `None` for a node that did not answer), or `None` when the target serves no
+    /// status (the default): coverage and the guided search then see only the active
+    /// faults and the clients' outcomes.
+    fn node_status<'a>(
+        &'a self,
+        _http: &'a reqwest::Client,
+        _addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Option<Vec<Option<splitbrain_nemesis::NodeStatus>>>> {
+        Box::pin(async { None })
+    }
     /// Sets a node's clock offset. The default posts to `/admin/clock`, the endpoint the
     /// bundled targets share (`targets/runtime`).
     fn set_clock_offset<'a>(
@@ -573,6 +584,37 @@ pub(crate) fn every_node_ready<'a, T: Target + ?Sized>(
         }
         true
     }))
+}
+
+/// `GET /status` of every node at once, each within `bound`, read by `read` (`None`
+/// for a node that did not answer or whose answer `read` cannot use).
+pub(crate) async fn statuses(
+    http: &reqwest::Client,
+    addrs: &[SocketAddr],
+    bound: Duration,
+    read: fn(&Value) -> Option<splitbrain_nemesis::NodeStatus>,
+) -> Vec<Option<splitbrain_nemesis::NodeStatus>> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let (http, addr) = (http.clone(), *addr);
+        set.spawn(async move {
+            let r = http
+                .get(format!("http://{addr}/status"))
+                .timeout(bound)
+                .send()
+                .await
+                .ok()?;
+            let v = r.json::<Value>().await.ok()?;
+            Some((i, read(&v)?))
+        });
+    }
+    let mut out = vec![None; addrs.len()];
+    while let Some(r) = set.join_next().await {
+        if let Ok(Some((i, s))) = r {
+            out[i] = Some(s);
+        }
+    }
+    out
 }
 
 /// Polls `ready` every 100 ms until it holds (`Ok`) or `bound` has passed (`Err`).

@@ -112,6 +112,25 @@ impl Target for TxnTarget {
     // No node leads (the default `leaders`): every node coordinates its own clients'
     // transactions.
 
+    fn node_status<'a>(
+        &'a self,
+        http: &'a reqwest::Client,
+        addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Option<Vec<Option<splitbrain_nemesis::NodeStatus>>>> {
+        // No leader; what a node holds undecided is its in-doubt transactions.
+        fn read(v: &Value) -> Option<splitbrain_nemesis::NodeStatus> {
+            Some(splitbrain_nemesis::NodeStatus {
+                leads: None,
+                term: None,
+                progress: None,
+                pending: Some(v["in_doubt"].as_u64()?),
+            })
+        }
+        Box::pin(async move {
+            Some(super::statuses(http, addrs, Duration::from_millis(300), read).await)
+        })
+    }
+
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         txn_client(addrs, home, opts)
     }

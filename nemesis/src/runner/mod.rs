@@ -9,13 +9,16 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::guided::{arm_of, Search};
 use crate::network::{CutMode, NetworkFaults};
 use crate::plan::{blocked_flows, ClockMode, FaultAction, NodeNames, PlannedFault, Target};
 use crate::proxy::ProxyMesh;
 use crate::spec::NemesisSpec;
-use crate::{schedule, ClusterControl, NemesisError, NemesisRecorder};
+use crate::{schedule, ClientSignals, ClusterControl, NemesisError, NemesisRecorder};
+use guided::Guide;
 
 mod figure8;
+mod guided;
 mod heal;
 mod net_parts;
 mod strobe;
@@ -36,6 +39,8 @@ pub struct Nemesis {
     /// How the run names its nodes, in the schedule and in every recorded event.
     names: NodeNames,
     state: Mutex<State>,
+    /// What the sampler saw and the guided search chose (coverage, the plan it made).
+    guide: Mutex<Guide>,
 }
 
 /// What is currently broken, so that [`Nemesis::heal`] can undo exactly that.
@@ -84,9 +89,10 @@ impl Nemesis {
     /// A nemesis whose network faults act on any backend (proxy mesh or namespaces).
     pub fn with_network(spec: NemesisSpec, network: Option<Arc<dyn NetworkFaults>>) -> Nemesis {
         Nemesis {
-            spec,
             network,
             names: NodeNames::default(),
+            guide: Mutex::new(Guide::new(&spec)),
+            spec,
             state: Mutex::new(State::default()),
         }
     }
@@ -146,10 +152,93 @@ impl Nemesis {
         recorder: &dyn NemesisRecorder,
         duration: Duration,
     ) -> Result<(), NemesisError> {
+        self.run_with(cluster, recorder, duration, None).await
+    }
+
+    /// [`Nemesis::run`], sampling what the cluster does (its nodes' status through
+    /// [`ClusterControl::status`], the clients' outcomes through `clients`) about four
+    /// times a second when the run has faults: the coverage of abstract states and
+    /// (state, fault) pairs ([`Nemesis::coverage`]), and, with
+    /// [`crate::Search::Guided`], what the next fault is chosen from
+    /// ([`Nemesis::plan_made`] is then the schedule it made).
+    pub async fn run_with<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        duration: Duration,
+        clients: Option<&dyn ClientSignals>,
+    ) -> Result<(), NemesisError> {
         let begin = Instant::now();
         let deadline = begin + duration;
+        let guided = self.spec.search == Search::Guided && self.spec.plan.is_none();
+        if self.spec.faults.is_empty() && !guided {
+            return self.plan_loop(cluster, recorder, begin, deadline).await;
+        }
+        let faults = async {
+            if guided {
+                self.guided_loop(cluster, recorder, begin, deadline).await
+            } else {
+                self.plan_loop(cluster, recorder, begin, deadline).await
+            }
+        };
+        let sampler = self.sample_loop(cluster, clients, deadline);
+        let (result, ()) = tokio::join!(faults, sampler);
+        result
+    }
+
+    /// The time of the next tick any running fault needs.
+    fn next_tick(started: &BTreeMap<usize, Started>) -> Option<Instant> {
+        started
+            .values()
+            .filter_map(|s| match s {
+                Started::Clock(job) if job.mode != ClockMode::Bump => Some(job.next_tick),
+                Started::Churn(job) if job.handovers_left > 0 => Some(job.next_tick),
+                Started::Figure8(job) => Some(job.next_tick),
+                Started::Strobe(job) => Some(job.next_tick),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Runs the ticks that are due of the faults that act while they last.
+    async fn tick<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        started: &mut BTreeMap<usize, Started>,
+        n: usize,
+        now: Instant,
+    ) {
+        for (&k, s) in started.iter_mut() {
+            match s {
+                Started::Clock(job) if job.mode != ClockMode::Bump && job.next_tick <= now => {
+                    clock_tick(cluster, self.names, job, now).await;
+                }
+                Started::Churn(job) if job.handovers_left > 0 && job.next_tick <= now => {
+                    self.churn_tick(cluster, recorder, k, job, n).await;
+                }
+                Started::Figure8(job) if job.next_tick <= now => {
+                    self.figure8_tick(cluster, recorder, k, job, n).await;
+                }
+                Started::Strobe(job) if job.next_tick <= now => {
+                    self.strobe_tick(cluster, job, now).await;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Follows the plan made before the run (the random schedule or a plan file).
+    async fn plan_loop<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        begin: Instant,
+        deadline: Instant,
+    ) -> Result<(), NemesisError> {
         let n = cluster.node_count();
-        let plan = self.schedule(n, duration);
+        let plan = self.schedule(n, deadline - begin);
+        let class_iv = self.class_interval_ms();
         // (time, stop-before-start at equal times, plan index)
         let mut events: Vec<(u64, bool, usize)> = plan
             .iter()
@@ -168,17 +257,7 @@ impl Nemesis {
             let next_event = events
                 .get(next)
                 .map(|&(t, _, _)| begin + Duration::from_millis(t));
-            let next_tick = started
-                .values()
-                .filter_map(|s| match s {
-                    Started::Clock(job) if job.mode != ClockMode::Bump => Some(job.next_tick),
-                    Started::Churn(job) if job.handovers_left > 0 => Some(job.next_tick),
-                    Started::Figure8(job) => Some(job.next_tick),
-                    Started::Strobe(job) => Some(job.next_tick),
-                    _ => None,
-                })
-                .min();
-            let wake = [next_event, next_tick, Some(deadline)]
+            let wake = [next_event, Self::next_tick(&started), Some(deadline)]
                 .into_iter()
                 .flatten()
                 .min()
@@ -188,33 +267,21 @@ impl Nemesis {
             if now >= deadline {
                 return Ok(());
             }
-            for (&k, s) in started.iter_mut() {
-                match s {
-                    Started::Clock(job) if job.mode != ClockMode::Bump && job.next_tick <= now => {
-                        clock_tick(cluster, self.names, job, now).await;
-                    }
-                    Started::Churn(job) if job.handovers_left > 0 && job.next_tick <= now => {
-                        self.churn_tick(cluster, recorder, k, job, n).await;
-                    }
-                    Started::Figure8(job) if job.next_tick <= now => {
-                        self.figure8_tick(cluster, recorder, k, job, n).await;
-                    }
-                    Started::Strobe(job) if job.next_tick <= now => {
-                        self.strobe_tick(cluster, job, now).await;
-                    }
-                    _ => {}
-                }
-            }
+            self.tick(cluster, recorder, &mut started, n, now).await;
             while let Some(&(t, is_start, k)) = events.get(next) {
                 if begin + Duration::from_millis(t) > now {
                     break;
                 }
                 next += 1;
+                let class = schedule::class_of(plan[k].action.kind()).unwrap_or(0);
                 if is_start {
+                    self.guide()
+                        .fault_started(k, class, &arm_of(&plan[k], class_iv), None);
                     let s = self.start(cluster, recorder, k, &plan[k], n).await;
                     started.insert(k, s);
                 } else if let Some(s) = started.remove(&k) {
                     self.stop(cluster, recorder, k, &plan[k], s, n).await;
+                    self.guide().fault_stopped(k, class);
                 }
                 recorder.set_active(&describe(self.names, &plan, &started));
             }

@@ -1,0 +1,367 @@
+//! The sampler every run with faults has (coverage), and the loop of `--nemesis-search
+//! guided`: it samples what the cluster does, asks the chooser for the next fault of each
+//! free fault class, starts it, and keeps what it started as a plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{describe, Nemesis, Started};
+use crate::guided::{
+    arm_of, arms, concretize, reward, AbstractState, Abstractor, Arm, Chooser, ClientClass,
+    Coverage, Sample, Search,
+};
+use crate::plan::PlannedFault;
+use crate::spec::NemesisSpec;
+use crate::{schedule, ClientSignals, ClusterControl, NemesisError, NemesisRecorder};
+
+/// How often the sampler looks at the cluster.
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// The longest one sample's status requests may take (a paused node never answers).
+const SAMPLE_BOUND: Duration = Duration::from_millis(400);
+/// How often the guided loop looks for a free fault class.
+const DECIDE_EVERY: Duration = Duration::from_millis(100);
+/// How long after a fault stops what is seen is still credited to it.
+const CREDIT_AFTER: Duration = Duration::from_secs(1);
+
+/// A fault the chooser picked, credited with what is seen while it runs and settles.
+struct Credit {
+    state: AbstractState,
+    arm: Arm,
+    /// When crediting ends (set when the fault stops).
+    until: Option<Instant>,
+}
+
+/// What the sampler and the guided loop share.
+pub(crate) struct Guide {
+    search: Search,
+    chooser: Chooser,
+    abstractor: Abstractor,
+    coverage: Coverage,
+    latest: Option<AbstractState>,
+    /// Faults running, per class.
+    active: [u32; 3],
+    credits: BTreeMap<usize, Credit>,
+    /// The schedule the guided search made, in start order.
+    plan: Vec<PlannedFault>,
+    /// Some node reported whether it leads.
+    leaders_known: bool,
+    last_anomalies: u64,
+}
+
+impl Guide {
+    pub(crate) fn new(spec: &NemesisSpec) -> Guide {
+        let search = if spec.plan.is_some() {
+            Search::Random
+        } else {
+            spec.search
+        };
+        Guide {
+            search,
+            chooser: Chooser::new(spec.seed),
+            abstractor: Abstractor::default(),
+            coverage: Coverage {
+                search: if spec.plan.is_some() {
+                    "plan".to_string()
+                } else {
+                    search.name().to_string()
+                },
+                signals: "none sampled yet".to_string(),
+                ..Coverage::default()
+            },
+            latest: None,
+            active: [0; 3],
+            credits: BTreeMap::new(),
+            plan: Vec::new(),
+            leaders_known: false,
+            last_anomalies: 0,
+        }
+    }
+
+    fn active_bits(&self) -> u8 {
+        (0..3)
+            .filter(|&c| self.active[c] > 0)
+            .fold(0u8, |b, c| b | (1 << c))
+    }
+
+    /// The state to file a fault under: the latest sample's, with the classes active now.
+    fn current(&self) -> AbstractState {
+        let mut st = self.latest.unwrap_or(AbstractState {
+            leaders: None,
+            leader_changed: false,
+            lagging: None,
+            silent: None,
+            pending: None,
+            active: 0,
+            clients: ClientClass::Healthy,
+        });
+        st.active = self.active_bits();
+        st
+    }
+
+    /// A fault of `class` started; `label` is the arm it counts as in the coverage,
+    /// `chosen` the (state, arm) the chooser picked it as, to be credited.
+    pub(crate) fn fault_started(
+        &mut self,
+        k: usize,
+        class: usize,
+        label: &Arm,
+        chosen: Option<(AbstractState, Arm)>,
+    ) {
+        let state = chosen.as_ref().map_or_else(|| self.current(), |(s, _)| *s);
+        self.coverage.started(&state, label);
+        self.active[class] += 1;
+        if let Some((state, arm)) = chosen {
+            self.credits.insert(
+                k,
+                Credit {
+                    state,
+                    arm,
+                    until: None,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn fault_stopped(&mut self, k: usize, class: usize) {
+        self.active[class] = self.active[class].saturating_sub(1);
+        if let Some(c) = self.credits.get_mut(&k) {
+            c.until = Some(Instant::now() + CREDIT_AFTER);
+        }
+    }
+
+    fn observe(&mut self, sample: &Sample, has_clients: bool, now: Instant) {
+        let answered = sample
+            .nodes
+            .as_ref()
+            .is_some_and(|v| v.iter().any(Option::is_some));
+        if answered {
+            let leads = sample
+                .nodes
+                .iter()
+                .flatten()
+                .flatten()
+                .any(|s| s.leads.is_some());
+            self.leaders_known |= leads;
+        }
+        if self.coverage.samples == 0 || answered {
+            self.coverage.signals = match (&sample.nodes, has_clients) {
+                (Some(_), _) if self.leaders_known => {
+                    "node status (leaders, terms, progress) and client outcomes".to_string()
+                }
+                (Some(_), _) => "node status (no leader role) and client outcomes".to_string(),
+                (None, true) => {
+                    "client outcomes and active faults only: the target serves no node status"
+                        .to_string()
+                }
+                (None, false) => {
+                    "active faults only: no node status, no client signals".to_string()
+                }
+            };
+        }
+        let st = self.abstractor.state(sample, self.active_bits());
+        let mut r = 0.0;
+        if self.coverage.sample(&st) {
+            r += reward::NEW_STATE;
+        }
+        if st.leader_changed {
+            r += reward::LEADER_CHANGE;
+        }
+        if matches!(st.clients, ClientClass::Timeouts | ClientClass::Failing) {
+            r += reward::DISTURBED;
+        }
+        let anomalies = sample.clients.anomalies;
+        r += reward::ANOMALY * anomalies.saturating_sub(self.last_anomalies) as f64;
+        self.last_anomalies = self.last_anomalies.max(anomalies);
+        self.coverage.anomalies = self.last_anomalies;
+        self.coverage.leader_changes = self.abstractor.leader_changes;
+        self.credits.retain(|_, c| c.until.is_none_or(|u| now <= u));
+        if self.search == Search::Guided && r > 0.0 {
+            for c in self.credits.values() {
+                self.chooser.reward(&c.state, &c.arm, r);
+            }
+        }
+        self.latest = Some(st);
+    }
+}
+
+impl Nemesis {
+    pub(super) fn guide(&self) -> MutexGuard<'_, Guide> {
+        self.guide.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the run's sampler saw: abstract states, (state, fault) pairs, the signals
+    /// they were made of. Empty for a run without faults.
+    pub fn coverage(&self) -> Coverage {
+        self.guide().coverage.clone()
+    }
+
+    /// The schedule `--nemesis-search guided` made while the run went on (each fault at
+    /// the time it started): a plan file of it replays the run's faults through
+    /// `--nemesis-plan`. `None` for a run that followed a plan made before it.
+    pub fn plan_made(&self) -> Option<Vec<PlannedFault>> {
+        let g = self.guide();
+        (g.search == Search::Guided).then(|| g.plan.clone())
+    }
+
+    /// The interval of each fault class's timeline: `--nemesis-interval` times the number
+    /// of classes asked for, as in the random schedule.
+    pub(super) fn class_interval_ms(&self) -> u64 {
+        let classes: BTreeSet<usize> = self
+            .spec
+            .faults
+            .iter()
+            .filter_map(|k| schedule::class_of(k))
+            .collect();
+        let iv = self.spec.interval.as_millis().min(u64::MAX as u128) as u64;
+        iv.saturating_mul(classes.len().max(1) as u64)
+    }
+
+    /// Samples the cluster every [`SAMPLE_EVERY`] until `deadline`.
+    pub(super) async fn sample_loop<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        clients: Option<&dyn ClientSignals>,
+        deadline: Instant,
+    ) {
+        let mut next = Instant::now();
+        while next < deadline {
+            tokio::time::sleep_until(next).await;
+            // A status that does not come within the bound tells nothing: no sample.
+            if let Ok(nodes) = tokio::time::timeout(SAMPLE_BOUND, cluster.status()).await {
+                let sample = Sample {
+                    nodes,
+                    clients: clients.map(|c| c.counts()).unwrap_or_default(),
+                };
+                self.guide()
+                    .observe(&sample, clients.is_some(), Instant::now());
+            }
+            next = (next + SAMPLE_EVERY).max(Instant::now());
+        }
+    }
+
+    /// `--nemesis-search guided`: for each fault class with nothing running and its
+    /// settle time over, the chooser picks the next fault from the latest sample's state;
+    /// one that waits for a leader change starts when the sampler sees one (or after half
+    /// the class interval).
+    pub(super) async fn guided_loop<C: ClusterControl>(
+        &self,
+        cluster: &C,
+        recorder: &dyn NemesisRecorder,
+        begin: Instant,
+        deadline: Instant,
+    ) -> Result<(), NemesisError> {
+        let n = cluster.node_count();
+        let class_iv = self.class_interval_ms();
+        let settle = Duration::from_millis((class_iv / 8).max(250));
+        let mut arms_by_class: Option<[Vec<Arm>; 3]> = None;
+        let mut started: BTreeMap<usize, Started> = BTreeMap::new();
+        // plan index -> (stop time, class)
+        let mut running: BTreeMap<usize, (Instant, usize)> = BTreeMap::new();
+        let mut ready_at = [begin; 3];
+        // a chosen fault waiting for a leader change: (arm, state, changes then, bound)
+        let mut waiting: [Option<(Arm, AbstractState, u64, Instant)>; 3] = Default::default();
+        let mut plan: Vec<PlannedFault> = Vec::new();
+        loop {
+            let now = Instant::now();
+            let next_stop = running.values().map(|&(end, _)| end).min();
+            let wake = [
+                next_stop,
+                Self::next_tick(&started),
+                Some(now + DECIDE_EVERY),
+                Some(deadline),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(deadline);
+            tokio::time::sleep_until(wake).await;
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            self.tick(cluster, recorder, &mut started, n, now).await;
+            let due: Vec<usize> = running
+                .iter()
+                .filter(|(_, &(end, _))| end <= now)
+                .map(|(&k, _)| k)
+                .collect();
+            for k in due {
+                let Some((_, class)) = running.remove(&k) else {
+                    continue;
+                };
+                if let Some(s) = started.remove(&k) {
+                    self.stop(cluster, recorder, k, &plan[k], s, n).await;
+                }
+                self.guide().fault_stopped(k, class);
+                ready_at[class] = Instant::now() + settle;
+                recorder.set_active(&describe(self.names, &plan, &started));
+            }
+            let (latest, changes, leaders_known) = {
+                let g = self.guide();
+                (
+                    g.latest.map(|_| g.current()),
+                    g.abstractor.leader_changes,
+                    g.leaders_known,
+                )
+            };
+            // The first choice waits for the first sample.
+            let Some(state) = latest else { continue };
+            let arms =
+                arms_by_class.get_or_insert_with(|| arms(&self.spec.faults, n, leaders_known));
+            for class in 0..3 {
+                let now = Instant::now();
+                if arms[class].is_empty()
+                    || running.values().any(|&(_, c)| c == class)
+                    || now < ready_at[class]
+                {
+                    continue;
+                }
+                let pick = match waiting[class].take() {
+                    Some((arm, st, seen, bound)) if changes > seen || now >= bound => {
+                        Some((arm, st))
+                    }
+                    Some(w) => {
+                        waiting[class] = Some(w);
+                        None
+                    }
+                    None => {
+                        let chosen = self.guide().chooser.choose(&state, &arms[class]);
+                        match chosen {
+                            Some(arm) if arm.after_leader_change => {
+                                let bound = now + Duration::from_millis(class_iv / 2);
+                                waiting[class] = Some((arm, state, changes, bound));
+                                None
+                            }
+                            Some(arm) => Some((arm, state)),
+                            None => None,
+                        }
+                    }
+                };
+                let Some((arm, chosen_in)) = pick else {
+                    continue;
+                };
+                let at_ms = now.saturating_duration_since(begin).as_millis() as u64;
+                let fault = {
+                    let mut g = self.guide();
+                    let f = concretize(&arm, self.names, n, class_iv, at_ms, g.chooser.rng());
+                    g.plan.push(f.clone());
+                    f
+                };
+                let k = plan.len();
+                plan.push(fault.clone());
+                let mut label = arm_of(&fault, class_iv);
+                label.after_leader_change = arm.after_leader_change;
+                self.guide()
+                    .fault_started(k, class, &label, Some((chosen_in, arm)));
+                let s = self.start(cluster, recorder, k, &fault, n).await;
+                let end = begin + Duration::from_millis(fault.at_ms.saturating_add(fault.for_ms));
+                running.insert(k, (end, class));
+                started.insert(k, s);
+                recorder.set_active(&describe(self.names, &plan, &started));
+            }
+        }
+    }
+}
