@@ -59,6 +59,14 @@ fn balances(v: &Value) -> Option<Vec<(String, Option<i64>)>> {
     }
 }
 
+/// The sum of a read's balances when it has every balance: the reads the total is taken
+/// from when none is given.
+pub fn read_sum(value: &Value) -> Option<i64> {
+    balances(value)?
+        .iter()
+        .try_fold(0i64, |a, (_, b)| b.map(|b| a.saturating_add(b)))
+}
+
 impl Checker for BankChecker {
     fn name(&self) -> String {
         "bank".into()

@@ -27,4 +27,4 @@ pub mod shrink;
 pub mod verdict;
 
 pub use history::{History, HistoryError, Op, OpPair, OpType, Outcome, Process};
-pub use verdict::{CheckBounds, CheckResult, Checker, Coverage, Validity};
+pub use verdict::{CheckBounds, CheckResult, Checker, Coverage, OnlineCheck, Validity};

@@ -247,6 +247,23 @@ pub trait Checker: Send + Sync {
     fn name(&self) -> String;
     /// Checks the history. Must return (with `Unknown` if need be) within its bounds.
     fn check(&self, history: &History) -> CheckResult;
+    /// A checker of the same property that takes the history an op at a time while it is
+    /// recorded, holding only what is still undecided; `None` (the default) when this
+    /// checker has none.
+    fn online(&self) -> Option<Box<dyn OnlineCheck>> {
+        None
+    }
+}
+
+/// A checker fed the history one op at a time, in index order, as it is recorded
+/// ([`Checker::online`]). It may only ever say INVALID, and only for what the whole
+/// history's check will also find invalid: a longer history can never repair it.
+pub trait OnlineCheck: Send {
+    /// Takes the next op; an INVALID result when what it completed cannot be repaired.
+    fn push(&mut self, op: crate::history::Op) -> Option<CheckResult>;
+    /// Ops (invokes, with their completions once they came) held because what they
+    /// belong to is still undecided.
+    fn held_ops(&self) -> usize;
 }
 
 #[cfg(test)]

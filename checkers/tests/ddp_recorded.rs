@@ -9,7 +9,7 @@ use splitbrain_checkers::{CheckResult, Validity};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The data set size the target ran with (`harness/src/target/ddp.rs`).
+/// The data set size the target ran with (`harness/src/systems/ddp.rs`).
 const DATASET_SIZE: u64 = 2048;
 
 /// The four DDP checks on `tests/data/ddp/NAME.jsonl` against `NAME.reference.jsonl`.

@@ -1,5 +1,6 @@
 //! End-to-end runs against a real etcd cluster (Debian's etcd-server, unmodified), each
-//! member in a network namespace of its own, faults by nftables there. Needs root, `ip`,
+//! member in a network namespace of its own, the links between members through the proxy
+//! mesh (cuts, one-way cuts, slow links) and nftables there (loss). Needs root, `ip`,
 //! nftables (or iptables) and `etcd` on PATH; skips with a message otherwise. After every
 //! run, also one interrupted by SIGINT, no namespace, host link or etcd process of that
 //! run may be left.
@@ -237,4 +238,143 @@ fn sigint_mid_run_removes_namespaces_links_and_members() {
     };
     assert!(status.code().is_some(), "killed by a signal: {status}");
     assert_nothing_left(pid, store.path());
+}
+
+/// The nemesis op `f` of the history, with no `error` (the fault took effect).
+fn applied_fault<'a>(ops: &'a [Value], f: &str) -> &'a Value {
+    let op = ops
+        .iter()
+        .find(|op| op["process"] == "nemesis" && op["f"] == f)
+        .unwrap_or_else(|| panic!("no {f} in the history"));
+    assert!(op["value"].get("error").is_none(), "{f} failed: {op}");
+    op
+}
+
+/// Slow peer links through the proxy mesh (no tc netem needed): with 50 ms added to
+/// every message between members, each commit waits for a quorum's acknowledgement, a
+/// round trip of at least 100 ms, so the writes invoked while the links are slow take
+/// far longer than those before.
+#[test]
+fn slow_peer_links_slow_every_commit() {
+    skip_unless_runnable!();
+    let plan = support::plan_file(
+        r#"[{"at_ms":4000,"for_ms":4000,"f":"slow","nodes":["n1","n2","n3"],"delay_ms":50}]"#,
+    );
+    let plan_path = plan.path().display().to_string();
+    let (code, results, store) = run_etcd(&[
+        "--workload",
+        "register",
+        "--nemesis-plan",
+        &plan_path,
+        "--rate",
+        "50",
+        "--time-limit",
+        "10",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{results:#}");
+    assert_eq!(support::checker(&results, "linearizable")["valid"], true);
+    let ops = support::history(store.path());
+    applied_fault(&ops, "start-slow");
+    let (from, to) = (
+        support::nemesis_time(&ops, "start-slow"),
+        support::nemesis_time(&ops, "stop-slow"),
+    );
+    let (slow, before) = support::latencies_inside_and_before(&ops, |f| f == "write", from, to);
+    assert!(
+        slow.len() >= 10 && before.len() >= 10,
+        "too few writes: {} slow, {} before",
+        slow.len(),
+        before.len()
+    );
+    let (slow_ms, before_ms) = (
+        support::median_ms(&slow).unwrap(),
+        support::median_ms(&before).unwrap(),
+    );
+    eprintln!(
+        "writes: median {slow_ms:.1} ms over {} slow, {before_ms:.1} ms over {} before",
+        slow.len(),
+        before.len()
+    );
+    // The added round trip is a floor (the proxy never delivers early); the ratio a wide
+    // margin over the baseline, whatever the machine's load.
+    assert!(slow_ms >= 90.0, "median slowed write {slow_ms:.1} ms");
+    assert!(
+        slow_ms > 2.0 * before_ms,
+        "median slowed write {slow_ms:.1} ms vs {before_ms:.1} ms before"
+    );
+}
+
+/// The member that most recently logged `became leader at term T` (highest T) in the
+/// run's node logs, and how many times members became leader.
+fn last_elected(store: &Path) -> (Option<String>, usize) {
+    let mut best: Option<(u64, String)> = None;
+    let mut elections = 0;
+    for name in ["n1", "n2", "n3"] {
+        let log = store.join("latest/nodes").join(name).join("node.log");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for term in text.lines().filter_map(|l| {
+            let rest = &l[l.find("became leader at term ")? + "became leader at term ".len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        }) {
+            elections += 1;
+            if best.as_ref().is_none_or(|(t, _)| term > *t) {
+                best = Some((term, name.to_string()));
+            }
+        }
+    }
+    (best.map(|(_, n)| n), elections)
+}
+
+/// A one-way partition through the proxy mesh: the leader's messages are lost, what the
+/// others send it still arrives. The followers hear no heartbeat and elect one of
+/// themselves; the old leader hears the new one and follows it. After the heal writes
+/// commit again and the history stays linearizable.
+#[test]
+fn a_leader_whose_messages_are_lost_is_replaced() {
+    skip_unless_runnable!();
+    let plan = support::plan_file(
+        r#"[{"at_ms":3000,"for_ms":3000,"f":"partition","shape":"one-way-leader"}]"#,
+    );
+    let plan_path = plan.path().display().to_string();
+    let (code, results, store) = run_etcd(&[
+        "--workload",
+        "register",
+        "--nemesis-plan",
+        &plan_path,
+        "--rate",
+        "50",
+        "--time-limit",
+        "9",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{results:#}");
+    assert_eq!(support::checker(&results, "linearizable")["valid"], true);
+    let ops = support::history(store.path());
+    let cut = applied_fault(&ops, "start-partition");
+    let old_leader = cut["value"]["one-way-leader"][0][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("no leader named: {cut}"))
+        .to_string();
+    // One way only: the old leader's messages, not the others'.
+    let blocked = cut["value"]["blocked"].as_array().unwrap();
+    assert_eq!(blocked.len(), 2, "{cut}");
+    assert!(blocked.iter().all(|b| b[0] == old_leader.as_str()), "{cut}");
+    let (last, elections) = last_elected(store.path());
+    assert!(elections >= 2, "no election after the first: {elections}");
+    assert!(
+        last.as_deref().is_some_and(|l| l != old_leader),
+        "the last leader elected is {last:?}, the cut-off leader was {old_leader}"
+    );
+    let healed = support::nemesis_time(&ops, "stop-partition");
+    let after = support::ok_latencies(&ops, |f| f == "write")
+        .iter()
+        .filter(|(t, _)| *t > healed)
+        .count();
+    assert!(after > 0, "no write committed after the heal");
 }

@@ -214,3 +214,35 @@ fn no_online_check_leaves_the_anomaly_to_the_final_check() {
         "known at {known} s without online checking"
     );
 }
+
+#[test]
+fn bench_online_runs_with_and_without_online_checking_and_prints_its_table() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+        .args(["bench", "online", "--duration", "3", "--sample-every", "1"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| on ") || l.starts_with("| off "))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert_eq!(rows[0][1], "on", "{stdout}");
+    assert_eq!(rows[1][1], "off", "{stdout}");
+    for row in &rows {
+        // Each run ended valid and did some work.
+        assert_eq!(row[2], "0", "{stdout}\n{stderr}");
+        assert!(row[3].parse::<u64>().unwrap() > 0, "{stdout}");
+        assert!(row[4].parse::<f64>().unwrap() > 0.0, "{stdout}");
+    }
+    assert!(
+        stdout.contains("on / off: tree CPU per 1k ok ops"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("- on : 1: "), "{stdout}");
+}

@@ -1,7 +1,8 @@
 //! End to end against real Redis + Sentinel (Debian's redis-server and redis-sentinel),
-//! one network namespace per node: a partition that cuts the primary off makes the
-//! sentinels on the majority side promote a replica, and the writes the old primary
-//! acknowledged meanwhile are discarded when it rejoins as a replica. Afterwards (also
+//! one network namespace per node, the links between nodes through the proxy mesh: a
+//! partition that cuts the primary off makes the sentinels on the majority side promote
+//! a replica, and the writes the old primary acknowledged meanwhile are discarded when it
+//! rejoins as a replica; slow replica links delay every `WAIT 1` write. Afterwards (also
 //! after SIGINT mid-run) none of the run's namespaces, host links or Redis processes
 //! may be left. Skips (counted; a failure under CI=true) without root, iproute2,
 //! nftables or Redis.
@@ -169,4 +170,85 @@ fn sigint_mid_run_leaves_nothing_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_clean(pid, store.path());
+}
+
+/// Replication through the proxy mesh (no tc netem needed): with the replicas' links
+/// slowed by 50 ms each way, `WAIT 1` after each write waits for a replica to receive the
+/// write and acknowledge it, a round trip of at least 100 ms, so the writes invoked while
+/// the links are slow take far longer than those before. (Sentinel's pings cross the same
+/// links, 100 ms late, well inside its 1 s down-after: no failover.)
+#[test]
+fn slow_replica_links_delay_every_acknowledged_write() {
+    if let Some(why) = skip_reason() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let plan = store.path().join("slow.json");
+    std::fs::write(
+        &plan,
+        r#"[{"at_ms":3000,"for_ms":4000,"f":"slow","nodes":["n2","n3"],"delay_ms":50}]"#,
+    )
+    .unwrap();
+    let child = spawn(
+        store.path(),
+        &[
+            "--workload",
+            "register",
+            "--wait",
+            "1",
+            "--nemesis-plan",
+            &plan.display().to_string(),
+            "--rate",
+            "50",
+            "--time-limit",
+            "9",
+            "--seed",
+            "1",
+        ],
+    );
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_clean(pid, store.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ops = support::history(store.path());
+    let start = ops
+        .iter()
+        .find(|op| op["f"] == "start-slow")
+        .expect("no start-slow");
+    assert!(start["value"].get("error").is_none(), "{start}");
+    let (from, to) = (
+        support::nemesis_time(&ops, "start-slow"),
+        support::nemesis_time(&ops, "stop-slow"),
+    );
+    let (slow, before) = support::latencies_inside_and_before(&ops, |f| f == "write", from, to);
+    assert!(
+        slow.len() >= 10 && before.len() >= 10,
+        "too few writes: {} slow, {} before",
+        slow.len(),
+        before.len()
+    );
+    let (slow_ms, before_ms) = (
+        support::median_ms(&slow).unwrap(),
+        support::median_ms(&before).unwrap(),
+    );
+    eprintln!(
+        "WAIT 1 writes: median {slow_ms:.1} ms over {} slow, {before_ms:.1} ms over {} before",
+        slow.len(),
+        before.len()
+    );
+    // The added round trip is a floor; the ratio a wide margin over the baseline.
+    assert!(slow_ms >= 90.0, "median slowed write {slow_ms:.1} ms");
+    assert!(
+        slow_ms > 2.0 * before_ms,
+        "median slowed write {slow_ms:.1} ms vs {before_ms:.1} ms before"
+    );
+    // Nobody failed over: n1 stayed the primary.
+    let log = std::fs::read_to_string(store.path().join("latest/nodes/n2/sentinel.log")).unwrap();
+    assert!(!log.contains("+switch-master"), "{log}");
 }

@@ -5,8 +5,9 @@
 //!
 //! "Judged" is exit 0 (valid) or 3 (unknown): 3 s is shorter than the default nemesis
 //! interval, so the faults asked for by default never start and fault coverage makes the
-//! verdict unknown, as it should. What must not happen: exit 1 (a target in its correct
-//! mode judged invalid), exit 4 (it could not run: a default that does not fit, such as a
+//! verdict unknown, as it should. Exit 1 is a finding for a system nobody here wrote (its
+//! defaults may allow an anomaly). What must not happen: exit 1 for a bundled system (its
+//! correct mode judged invalid), exit 4 (it could not run: a default that does not fit, such as a
 //! data set the default number of ranks does not divide), a usage error naming no flag.
 
 mod support;
@@ -53,6 +54,13 @@ fn why_not_runnable(name: &str) -> Option<String> {
         .map(|p| format!("`{}` (Debian package {})", p.program, p.package))
         .collect();
     (!missing.is_empty()).then(|| format!("target {name} needs {}", missing.join(", ")))
+}
+
+/// A system nobody here wrote (it ships no named bugs of ours): its own defaults may allow
+/// an anomaly — Galera's `wsrep_sync_wait=0` serves stale reads — and finding one is the
+/// harness working. A bundled system's default is its correct mode and must not fail.
+fn is_real_system(name: &str) -> bool {
+    splitbrain::systems::by_name(name).is_some_and(|t| t.bugs().is_empty())
 }
 
 /// Runs `splitbrain test --target NAME --time-limit 3` in a fresh store, killed after
@@ -127,23 +135,42 @@ fn every_listed_target_runs_with_its_defaults_or_names_the_flag_to_set() {
     }
     let mut table = Vec::new();
     let mut wrong = Vec::new();
+    let mut runnable = Vec::new();
     for name in &targets {
-        if let Some(why) = why_not_runnable(name) {
-            skip::skip(&format!("target_defaults::{name}"), &why);
-            table.push(format!("{name:<10} skipped: {why}"));
-            continue;
+        match why_not_runnable(name) {
+            Some(why) => {
+                skip::skip(&format!("target_defaults::{name}"), &why);
+                table.push(format!("{name:<10} skipped: {why}"));
+            }
+            None => runnable.push(name.as_str()),
         }
-        let (code, text) = run_defaults(name);
-        let line = telling_line(&text);
-        table.push(format!("{name:<10} exit {code:?}: {line}"));
-        // A usage error must say which flag to set (`--target-spec`, `--bin`, ...).
-        let ok = match code {
-            Some(0 | 3) => true,
-            Some(2) => line.contains("--"),
-            _ => false,
-        };
-        if !ok {
-            wrong.push(format!("{name}: exit {code:?}\n{text}"));
+    }
+    // Two runs at a time, as CI's suites run their cells: each run has its own store and
+    // ports, and most of a run is waiting on its cluster.
+    for pair in runnable.chunks(2) {
+        let results: Vec<(&str, (Option<i32>, String))> = std::thread::scope(|s| {
+            let handles: Vec<_> = pair
+                .iter()
+                .map(|name| (*name, s.spawn(move || run_defaults(name))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(name, h)| (name, h.join().unwrap()))
+                .collect()
+        });
+        for (name, (code, text)) in results {
+            let line = telling_line(&text);
+            table.push(format!("{name:<10} exit {code:?}: {line}"));
+            // A usage error must say which flag to set (`--target-spec`, `--bin`, ...).
+            let ok = match code {
+                Some(0 | 3) => true,
+                Some(1) => is_real_system(name),
+                Some(2) => line.contains("--"),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!("{name}: exit {code:?}\n{text}"));
+            }
         }
     }
     eprintln!("target defaults:\n{}", table.join("\n"));

@@ -71,6 +71,7 @@ use std::future::Future;
 
 pub mod faketime;
 pub mod netns;
+pub mod netns_mesh;
 mod network;
 mod plan;
 pub mod proxy;

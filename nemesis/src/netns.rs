@@ -15,8 +15,9 @@
 //! (one veth, address `10.77.X.1/24` with `X` unused on this host, claimed under the
 //! lock `ip netns` itself takes on `/run/netns`), so a harness outside the namespaces can
 //! reach the nodes directly: a real system whose members dial each other at one advertised
-//! address (etcd, Redis, sshd) cannot sit behind the proxy mesh. Faults filter by the nodes' source addresses, so the host link is
-//! never cut.
+//! address (etcd, Redis, sshd) cannot be told a proxy per link. Faults filter by the nodes' source addresses, so the host link is
+//! never cut. [`crate::netns_mesh`] puts such a cluster's peer links on the proxy mesh all
+//! the same, by `dnat` rules in each dialing node's namespace.
 //!
 //! Cleanup: [`NetnsCluster::teardown`] (also run on drop) deletes every namespace it made,
 //! which removes its veths, bridge and rules with it; [`sweep_stale`] removes namespaces
@@ -439,6 +440,15 @@ impl NetnsCluster {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Runs an `nft -f -` script inside node `i`'s namespace.
+    pub(crate) fn nft(&self, i: usize, script: &str) -> Result<(), NemesisError> {
+        run_stdin(
+            "ip",
+            &["netns", "exec", self.namespace(i), "nft", "-f", "-"],
+            script,
+        )
     }
 
     /// The packet filter in use.

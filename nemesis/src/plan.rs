@@ -147,7 +147,9 @@ pub enum FaultAction {
     Partition {
         /// The shape's name: `halves`, `random-halves`, `isolate`, `isolate-leader`,
         /// `majority-minority`,
-        /// `majorities-ring`, `bridge`, `one-way`, `leader-churn` (follows each new leader,
+        /// `majorities-ring`, `bridge`, `one-way`, `one-way-leader` (in plans only: what
+        /// the node leading when it starts sends is lost, what it is sent still arrives),
+        /// `leader-churn` (follows each new leader,
         /// see `--nemesis leader-churn`), `figure-8` (stages Raft's figure 8 round after
         /// round from who leads, see `--nemesis figure-8`), or anything for hand-written plans.
         shape: String,

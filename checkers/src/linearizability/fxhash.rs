@@ -1,7 +1,7 @@
 //! A small, fast, non-cryptographic hasher (the multiply-rotate scheme of rustc's FxHash)
 //! for the search's memo and interning tables, whose keys are not attacker-chosen.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
@@ -58,3 +58,4 @@ impl Hasher for FxHasher {
 
 pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
 pub(crate) type FxHashMap<K, V> = HashMap<K, V, FxBuild>;
+pub(crate) type FxHashSet<K> = HashSet<K, FxBuild>;

@@ -91,6 +91,7 @@ mod init;
 mod model;
 pub mod models;
 mod multireg;
+mod online;
 mod part;
 mod perkey;
 mod prepare;
@@ -367,6 +368,28 @@ impl Checker for LinearizabilityChecker {
         let mut r = r.unless_unobserved(n, &format!("no ok {what}"));
         r.coverage.set(counted_as, n);
         r
+    }
+
+    /// Key by key, segment by segment between the key's quiet points (`online.rs`).
+    fn online(&self) -> Option<Box<dyn crate::verdict::OnlineCheck>> {
+        let o = &self.options;
+        let (init, split) = (self.init.as_ref(), o.split_by_key);
+        let register = |cas| RegisterModel {
+            cas,
+            failed_cas: o.failed_cas,
+        };
+        let checker = match self.model {
+            ModelKind::Register => online::online_with(register(false), init, split),
+            ModelKind::CasRegister => online::online_with(register(true), init, split),
+            ModelKind::Kv => online::online_with(KvModel, init, split),
+            ModelKind::ListAppend => online::online_with(ListAppendModel, init, split),
+            ModelKind::MultiRegister => online::online_with(MultiRegisterModel, init, split),
+            ModelKind::Set => online::online_with(SetModel, init, split),
+            ModelKind::Queue => online::online_with(QueueModel, init, split),
+            ModelKind::Counter => online::online_with(CounterModel, init, split),
+            ModelKind::Mutex => online::online_with(MutexModel, init, split),
+        };
+        checker.ok()
     }
 }
 

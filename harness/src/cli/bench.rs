@@ -12,8 +12,10 @@ pub(crate) struct BenchArgs {
     /// `limit FILE` (raw read, bare parse and `check` of one history, with the check's
     /// phases and its ratio to the bare parse),
     /// `converge` (Bayou convergence time after a heal), `tail` (KV read policies'
-    /// tail latency under slow-server faults) or `maelstrom` (the simulated network:
-    /// routing alone, and round trips through an echo node, `--bin`).
+    /// tail latency under slow-server faults), `maelstrom` (the simulated network:
+    /// routing alone, and round trips through an echo node, `--bin`) or `online` (a kv
+    /// `--rate 0` run with and without online checking: CPU per op, peak RSS, RSS over
+    /// time).
     what: String,
     /// The history file of `bench limit`.
     file: Option<PathBuf>,
@@ -29,6 +31,16 @@ pub(crate) struct BenchArgs {
     /// `--check-arg=--model --check-arg=cas-register`.
     #[arg(long, allow_hyphen_values = true)]
     check_arg: Vec<String>,
+    /// Seconds of each run (online bench).
+    #[arg(long, default_value_t = 60.0)]
+    duration: f64,
+    /// Rounds of the online bench: each runs the test with online checking and without,
+    /// which first alternating.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// How often the online bench shows splitbrain's resident set (seconds).
+    #[arg(long, default_value_t = 30.0)]
+    sample_every: f64,
     /// Client processes (controller bench).
     #[arg(long, default_value_t = 64)]
     processes: usize,
@@ -162,8 +174,9 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
         }
         "tail" => tail(&a),
         "maelstrom" => maelstrom(&a),
+        "online" => online(&a),
         other => bail!(usage(format!(
-            "unknown benchmark {other:?}: controller, linearizable, elle, set, limit, converge, tail or maelstrom"
+            "unknown benchmark {other:?}: controller, linearizable, elle, set, limit, converge, tail, maelstrom or online"
         ))),
     }
 }
@@ -363,6 +376,44 @@ fn linearizable_scale(a: &BenchArgs) -> anyhow::Result<u8> {
         c.verdict == if c.corrupt { "INVALID" } else { "valid" }
     };
     Ok(if cells.iter().all(expected) { 0 } else { 1 })
+}
+
+/// `bench online`: kv `--rate 0` runs with and without online checking (Markdown on
+/// stdout, each run on stderr as it ends).
+fn online(a: &BenchArgs) -> anyhow::Result<u8> {
+    if a.duration <= 0.0 || a.sample_every <= 0.0 || a.rounds == 0 {
+        bail!(usage(
+            "--duration, --sample-every and --rounds must be positive"
+        ));
+    }
+    let exe = std::env::current_exe()?;
+    let dir = tempfile_dir()?;
+    let duration = Duration::from_secs_f64(a.duration);
+    let runs = splitbrain::bench::online::run_bench(
+        &exe,
+        &dir,
+        duration,
+        a.rounds,
+        Duration::from_secs_f64(a.sample_every),
+        &|r| {
+            eprintln!(
+                "online {}: {} ok ops, tree CPU {:.1} s, peak RSS {} MiB, load {}",
+                if r.online { "on" } else { "off" },
+                r.ok_ops,
+                r.tree_cpu_s,
+                r.peak_rss >> 20,
+                r.load.1
+            )
+        },
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let runs = runs?;
+    print!("{}", splitbrain::bench::online::table(&runs, duration));
+    Ok(if runs.iter().all(|r| r.code.is_some()) {
+        0
+    } else {
+        4
+    })
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

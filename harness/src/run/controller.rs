@@ -96,6 +96,7 @@ pub async fn run_test(
         client_addrs,
         mesh,
         namespaces,
+        routed,
         dial,
     } = network;
     let args: Vec<Vec<String>> = layouts
@@ -128,15 +129,21 @@ pub async fn run_test(
         Ok(c) => Arc::new(c),
         Err(e) => {
             crate::run::mesh::stop_mesh(mesh.as_deref()).await;
+            stop_routed(routed.as_deref()).await;
             drop(namespaces);
             let e = anyhow::Error::new(e).context("starting the cluster");
             record_start_failure(spec, &run_dir, &recorder, format!("{e:#}"), "the cluster");
             return Err(e);
         }
     };
-    let nemesis = match &namespaces {
-        Some(ns) => Nemesis::with_network(nemesis_spec, Some(ns.clone() as Arc<dyn NetworkFaults>)),
-        None => Nemesis::with_mesh(nemesis_spec, mesh.clone()),
+    let nemesis = match (&routed, &namespaces) {
+        (Some(r), _) => {
+            Nemesis::with_network(nemesis_spec, Some(r.clone() as Arc<dyn NetworkFaults>))
+        }
+        (None, Some(ns)) => {
+            Nemesis::with_network(nemesis_spec, Some(ns.clone() as Arc<dyn NetworkFaults>))
+        }
+        (None, None) => Nemesis::with_mesh(nemesis_spec, mesh.clone()),
     }
     .with_node_names(spec.node_names());
     let mut clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
@@ -157,6 +164,7 @@ pub async fn run_test(
     .await;
     cluster.teardown();
     crate::run::mesh::stop_mesh(mesh.as_deref()).await;
+    stop_routed(routed.as_deref()).await;
     // The namespaces go once no node process holds them (teardown reaped them).
     if let Some(ns) = namespaces {
         if let Err(e) = ns.teardown() {
@@ -168,6 +176,13 @@ pub async fn run_test(
         spec, &run_dir, &recorder, result, &cancel, workload, check, None, online,
     )
     .await
+}
+
+/// Closes the proxies of namespaced nodes' routed peer links, if the run has them.
+async fn stop_routed(routed: Option<&splitbrain_nemesis::netns_mesh::NetnsMesh>) {
+    if let Some(r) = routed {
+        r.shutdown().await;
+    }
 }
 
 /// Starts checking the run's history while it is recorded ([`crate::run::online`]), with the
@@ -190,7 +205,7 @@ fn start_online(
         .stop_on_anomaly
         .clone()
         .map(|when_found| StopRule { when_found });
-    let monitor = OnlineMonitor::start(recorder, checkers, !check.no_split, rule, !show_progress);
+    let monitor = OnlineMonitor::start(recorder, checkers, rule, !show_progress);
     if monitor.is_none() && spec.stop_on_anomaly.is_some() {
         eprintln!(
             "splitbrain: --stop-on-anomaly: no checker of workload {} decides before the run ends; it runs its course",

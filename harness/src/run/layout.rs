@@ -1,6 +1,8 @@
 //! How a run's nodes are laid out on the network: loopback ports behind the nemesis's
 //! proxy mesh (every bundled target), or one network namespace per node reached over a
-//! host link (targets whose members dial each other at one advertised address).
+//! host link (targets whose members dial each other at one advertised address), their
+//! peer links routed through the proxy mesh when the run has faults
+//! ([`Target::mesh_ports`]).
 
 use crate::run::cluster::{NodeLayout, PortReservation};
 use crate::run::spec::TestSpec;
@@ -8,6 +10,7 @@ use crate::run::store::RunDir;
 use crate::systems::{NodeNetwork, Target};
 use anyhow::Context;
 use splitbrain_nemesis::netns::{self, NetnsCluster};
+use splitbrain_nemesis::netns_mesh::NetnsMesh;
 use splitbrain_nemesis::NemesisSpec;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +23,9 @@ pub(crate) struct NetworkLayout {
     pub(crate) client_addrs: Vec<SocketAddr>,
     pub(crate) mesh: Option<Arc<splitbrain_nemesis::proxy::ProxyMesh>>,
     pub(crate) namespaces: Option<Arc<NetnsCluster>>,
+    /// For namespaced nodes with faults and [`Target::mesh_ports`]: their peer links
+    /// routed through proxies, which then carry the run's network faults.
+    pub(crate) routed: Option<Arc<NetnsMesh>>,
     /// `dial[i][j]`: where node `i` dials node `j`.
     pub(crate) dial: Vec<Vec<SocketAddr>>,
 }
@@ -71,12 +77,24 @@ impl NetworkLayout {
                 })
                 .collect();
             let peers: Vec<SocketAddr> = layouts.iter().map(|l| peer_target(target, l)).collect();
+            // Members keep dialing each other's real addresses; with faults, rules in
+            // their namespaces send those connections through the link's proxy.
+            let mesh_ports = target.mesh_ports();
+            let routed = match nemesis_spec.faults.is_empty() || mesh_ports.is_empty() {
+                true => None,
+                false => Some(Arc::new(
+                    NetnsMesh::start(ns.clone(), &mesh_ports, nemesis_spec.seed)
+                        .await
+                        .context("routing the nodes' peer links through the proxy mesh")?,
+                )),
+            };
             return Ok(NetworkLayout {
                 client_addrs: layouts.iter().map(|l| l.client_addr).collect(),
                 dial: vec![peers; spec.nodes],
                 layouts,
                 mesh: None,
                 namespaces: Some(ns),
+                routed,
             });
         }
         let reservation = PortReservation::new(spec.nodes * 2)?;
@@ -125,6 +143,7 @@ impl NetworkLayout {
             client_addrs,
             mesh,
             namespaces: None,
+            routed: None,
             dial,
         })
     }

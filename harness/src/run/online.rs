@@ -4,19 +4,23 @@
 //! Sound by construction: an online result is only ever INVALID (only the final check of
 //! the whole history can say valid), and only for what a longer history still shows:
 //!
-//! - `linearizable`, per key: a key's ops up to the last point at which none of its ops
-//!   was pending. Every op after that point was invoked after every op before it
-//!   completed, so a linearization of the whole history, cut to the key's prefix, is a
-//!   linearization of the prefix (an `info` op may take effect later or never, in both).
-//!   So a key whose prefix is not linearizable is not in the whole history either.
-//!   (`--no-split`: one cut for all keys, where nothing at all was pending.)
-//! - Elle (`elle-list-append`, `elle-rw-register`) on the whole prefix, an op still
+//! - `linearizable`, per key, incrementally ([`Checker::online`]; the checkers crate's
+//!   `linearizability/online.rs`): a key's ops between two points at which none of them
+//!   was pending form a segment; once one is complete it is decided against the set of
+//!   states the key may be in at its start, summarised into the states it may be in at
+//!   its end (and its `info` ops, which may still take effect later), and dropped. The
+//!   summaries over-approximate, so a segment that no order explains is not explained in
+//!   the whole history either. (`--no-split`: one segment for all keys, where nothing at
+//!   all was pending.)
+//! - Elle (`elle-list-append`, `elle-rw-register`) on the whole prefix (read back from
+//!   the history file, checked again once it has grown by half), an op still
 //!   pending counting as `info`, keeping only anomaly instances of a class that is
 //!   monotone in the history ([`monotone_elle_anomaly`]: cycles, G1a, G1b, internal,
 //!   lost-update, incompatible-order) and whose named transactions have all completed: a
 //!   pending transaction may yet fail or commit, which would change what Elle infers.
 //! - `bank`: a completed read whose balances do not add up to the total (`wrong-total`),
-//!   or go negative, stays in the history.
+//!   or go negative, stays in the history; each tick checks only the new reads (beside
+//!   one reference read for the total).
 //!
 //! Every other checker (convergence, set-full, DDP ...) waits for the final check.
 //! The checking runs on its own thread, one prefix at a time: a tick that is still running
@@ -26,7 +30,9 @@
 use crate::run::recorder::HistoryRecorder;
 use crate::systems::BoxFuture;
 use serde_json::Value;
-use splitbrain_checkers::{CheckResult, Checker, History, Op, OpType, Process, Validity};
+use splitbrain_checkers::{
+    CheckResult, Checker, History, OnlineCheck, Op, OpType, Process, Validity,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -124,117 +130,200 @@ pub struct OnlineOutcome {
     pub stopped_early: Option<String>,
 }
 
-/// The ops recorded so far and, per key, what has been checked: cuts the prefixes each
-/// online checker may judge.
-#[derive(Default)]
-pub struct Prefix {
-    ops: Vec<Op>,
-    /// Per linearizability key (or `None` with `--no-split`): the ops of its last checked
-    /// prefix. A key whose decidable prefix has not grown need not be checked again.
-    checked: HashMap<String, usize>,
+/// What online checking holds between ticks; none of it is a copy of the history.
+///
+/// - `linearizable`: the checker's [`OnlineCheck`], fed every new op once: per key, the
+///   ops since its last quiet point and a summary of what came before.
+/// - `bank`: one reference read (the first ok read with every balance) and the invokes
+///   still pending; each tick checks those with the new ops only (its anomalies are
+///   properties of single reads, or of two reads' totals).
+/// - Elle: the whole prefix, read back from the history file the recorder streams to
+///   (cut at its last complete line), and only when the history has grown by half since
+///   the last Elle check (every tick while it is small), so its checks cost at most
+///   about twice the final one.
+pub struct Online {
+    checkers: Vec<Box<dyn Checker>>,
+    lin: Option<Box<dyn OnlineCheck>>,
+    /// The bank reference read (invoke, completion), when one has been seen.
+    bank_reference: Option<[Op; 2]>,
+    /// Client invokes not yet completed, by process (for bank's next tick).
+    pending: HashMap<Process, Op>,
+    /// Ops recorded so far, and as many when Elle last checked.
+    recorded: usize,
+    elle_checked_at: usize,
 }
 
-/// The group a keyed op is checked in: its key, or one group for everything.
-fn group_of(op: &Op, split: bool) -> String {
-    match (&op.key, split) {
-        (Some(k), true) => k.to_string(),
-        _ => String::new(),
-    }
-}
+/// Elle checks every tick until the history has this many ops; then when it has grown by
+/// half since the last check.
+const ELLE_EVERY_TICK_BELOW: usize = 20_000;
 
-impl Prefix {
-    /// Appends ops recorded after the ones held (in index order).
-    pub fn extend(&mut self, ops: Vec<Op>) {
-        self.ops.extend(ops);
-    }
+/// Where Elle's prefix comes from: the history recorded so far, or `None` when it cannot
+/// be read.
+pub type PrefixSource<'a> = &'a dyn Fn() -> Option<History>;
 
-    /// Number of ops held.
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    /// True when no op is held.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-
-    /// Indices of client invokes with no completion yet.
-    pub fn pending(&self) -> HashSet<u64> {
-        let mut open: HashMap<Process, u64> = HashMap::new();
-        for op in self.ops.iter().filter(|o| o.is_client()) {
-            if op.op_type == OpType::Invoke {
-                open.insert(op.process, op.index);
-            } else {
-                open.remove(&op.process);
-            }
-        }
-        open.into_values().collect()
-    }
-
-    /// Every client op so far: pending ones count as `info` (Elle, bank).
-    pub fn whole(&self) -> Vec<Op> {
-        self.ops.iter().filter(|o| o.is_client()).cloned().collect()
-    }
-
-    /// For linearizability: each key's ops up to the last point at which none of them was
-    /// pending (`split`; else all keys together up to where no client op was pending),
-    /// leaving out keys whose prefix is the same as when last asked. `None` when nothing
-    /// new is decidable.
-    pub fn linearizable_cut(&mut self, split: bool) -> Option<Vec<Op>> {
-        let client: Vec<&Op> = self.ops.iter().filter(|o| o.is_client()).collect();
-        // Per group: ops open now, and how many of its ops precede its last quiet point.
-        let mut open: HashMap<String, usize> = HashMap::new();
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        let mut decidable: HashMap<String, usize> = HashMap::new();
-        let mut open_group: HashMap<Process, String> = HashMap::new();
-        let mut group_at: Vec<String> = Vec::with_capacity(client.len());
-        for op in &client {
-            let group = if op.op_type == OpType::Invoke {
-                let g = group_of(op, split);
-                open_group.insert(op.process, g.clone());
-                *open.entry(g.clone()).or_default() += 1;
-                g
-            } else {
-                // A completion belongs to its invoke's group (completions may omit the key).
-                let g = open_group
-                    .remove(&op.process)
-                    .unwrap_or_else(|| group_of(op, split));
-                let n = open.entry(g.clone()).or_default();
-                *n = n.saturating_sub(1);
-                g
-            };
-            let count = seen.entry(group.clone()).or_default();
-            *count += 1;
-            if open.get(&group).copied().unwrap_or(0) == 0 {
-                decidable.insert(group.clone(), *count);
-            }
-            group_at.push(group);
-        }
-        let fresh: HashSet<&String> = decidable
-            .iter()
-            .filter(|(g, n)| self.checked.get(*g) != Some(*n))
-            .map(|(g, _)| g)
+impl Online {
+    /// Online checking with those of `checkers` that decide online.
+    pub fn new(checkers: Vec<Box<dyn Checker>>) -> Online {
+        let checkers: Vec<Box<dyn Checker>> = checkers
+            .into_iter()
+            .filter(|c| ONLINE_CHECKERS.contains(&c.name().as_str()))
             .collect();
-        if fresh.is_empty() {
-            return None;
+        let lin = checkers
+            .iter()
+            .find(|c| c.name() == "linearizable")
+            .and_then(|c| c.online());
+        Online {
+            checkers,
+            lin,
+            bank_reference: None,
+            pending: HashMap::new(),
+            recorded: 0,
+            elle_checked_at: 0,
         }
-        let mut taken: HashMap<&String, usize> = HashMap::new();
-        let mut out = Vec::new();
-        for (op, group) in client.iter().zip(&group_at) {
-            if !fresh.contains(group) {
-                continue;
-            }
-            let n = taken.entry(group).or_default();
-            if *n < decidable[group] {
-                *n += 1;
-                out.push((*op).clone());
-            }
-        }
-        for g in fresh {
-            self.checked.insert(g.clone(), decidable[g]);
-        }
-        Some(out)
     }
+
+    /// True when no checker decides online.
+    pub fn is_empty(&self) -> bool {
+        self.checkers.is_empty()
+    }
+
+    /// How many checkers run.
+    pub fn len(&self) -> usize {
+        self.checkers.len()
+    }
+
+    /// History ops held (the undecided linearizability segments, the bank's reference
+    /// read and the pending invokes).
+    pub fn held_ops(&self) -> usize {
+        self.lin.as_ref().map_or(0, |l| l.held_ops())
+            + self.pending.len()
+            + if self.bank_reference.is_some() { 2 } else { 0 }
+    }
+
+    /// Takes the ops recorded since the last tick (in index order) and checks what they
+    /// decide with every checker not yet known invalid; returns new findings. `prefix`
+    /// gives the whole history so far, for Elle.
+    pub fn tick(
+        &mut self,
+        new: Vec<Op>,
+        prefix: PrefixSource,
+        known: &HashSet<String>,
+        now_s: &dyn Fn() -> f64,
+        stop: &AtomicBool,
+    ) -> Vec<OnlineFinding> {
+        self.recorded += new.len();
+        let new: Vec<Op> = new.into_iter().filter(|o| o.is_client()).collect();
+        let mut found = Vec::new();
+        let mut note = |name: String, result: &CheckResult, pending: &HashSet<u64>| {
+            if let Some(anomaly_types) = certain_anomalies(result, pending) {
+                let what = match result.details.get("key").filter(|k| !k.is_null()) {
+                    // Keys are shown as the history has them, a string one unquoted.
+                    Some(k) => format!(
+                        "key {}",
+                        k.as_str().map_or_else(|| k.to_string(), str::to_string)
+                    ),
+                    None if !anomaly_types.is_empty() => anomaly_types.join(", "),
+                    None => "history".to_string(),
+                };
+                found.push(OnlineFinding {
+                    checker: name,
+                    what,
+                    anomaly_types,
+                    at_s: now_s(),
+                });
+            }
+        };
+        let bank = self
+            .checkers
+            .iter()
+            .find(|c| c.name() == "bank" && !known.contains("bank"));
+        if let Some(bank) = bank {
+            let mut ops: Vec<Op> = self.pending.values().cloned().collect();
+            ops.extend(self.bank_reference.iter().flatten().cloned());
+            ops.sort_by_key(|o| o.index);
+            ops.extend(new.iter().cloned());
+            if let Ok(h) = History::new(ops) {
+                if !stop.load(Ordering::Relaxed) {
+                    note("bank".into(), &bank.check(&h), &HashSet::new());
+                }
+                if self.bank_reference.is_none() {
+                    self.bank_reference = h.pairs().iter().find_map(|p| {
+                        let reference = p.outcome == splitbrain_checkers::Outcome::Ok
+                            && p.f == "read"
+                            && splitbrain_checkers::bank::read_sum(&p.value).is_some();
+                        let done = p.complete_pos.and_then(|c| h.ops().get(c))?;
+                        reference.then(|| [h.ops()[p.invoke_pos].clone(), done.clone()])
+                    });
+                }
+            }
+            for op in &new {
+                if op.op_type == OpType::Invoke {
+                    self.pending.insert(op.process, op.clone());
+                } else {
+                    self.pending.remove(&op.process);
+                }
+            }
+        }
+        // Linearizability: every new op once, moved in.
+        if let Some(lin) = self
+            .lin
+            .as_mut()
+            .filter(|_| !known.contains("linearizable"))
+        {
+            let mut first: Option<CheckResult> = None;
+            for op in new {
+                if let Some(r) = lin.push(op) {
+                    first.get_or_insert(r);
+                }
+            }
+            if let Some(r) = first {
+                note("linearizable".into(), &r, &HashSet::new());
+            }
+        }
+        let elle_due = self.recorded < ELLE_EVERY_TICK_BELOW
+            || self.recorded >= self.elle_checked_at + self.elle_checked_at / 2;
+        let elle: Vec<&dyn Checker> = self
+            .checkers
+            .iter()
+            .filter(|c| c.name().starts_with("elle-") && !known.contains(&c.name()))
+            .map(|c| c.as_ref())
+            .collect();
+        if !elle.is_empty() && elle_due && !stop.load(Ordering::Relaxed) {
+            self.elle_checked_at = self.recorded;
+            if let Some(h) = prefix() {
+                // Pending in the prefix read: counted as info, never named by a finding.
+                let pending: HashSet<u64> = h
+                    .pair_slots()
+                    .iter()
+                    .filter(|s| s.complete_pos.is_none())
+                    .map(|s| h.op_index(s.invoke_pos))
+                    .collect();
+                for c in elle {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    note(c.name(), &c.check(&h), &pending);
+                }
+            }
+        }
+        found
+    }
+}
+
+/// The recorded prefix of the history file at `path`: its complete lines.
+pub fn read_prefix(path: &std::path::Path) -> Option<History> {
+    let mut text = std::fs::read_to_string(path).ok()?;
+    let end = text.rfind('\n').map_or(0, |i| i + 1);
+    text.truncate(end);
+    let h = splitbrain_checkers::history::read::read_str(
+        &text,
+        path,
+        Some(splitbrain_checkers::history::read::Format::JsonLines),
+    )
+    .ok()?;
+    // Client ops only (the nemesis's are not the checkers' concern online).
+    let ops: Vec<Op> = h.ops().iter().filter(|o| o.is_client()).cloned().collect();
+    History::new(ops).ok()
 }
 
 /// The op indices an Elle anomaly instance names (`op`, `writer`, the `cycle`, `txns`).
@@ -263,7 +352,7 @@ pub fn certain_anomalies(result: &CheckResult, pending: &HashSet<u64>) -> Option
         return None;
     }
     match result.checker.as_str() {
-        // The prefix itself was cut to be decidable.
+        // Decided segment by segment, over-approximating what came before.
         "linearizable" => Some(Vec::new()),
         "bank" => {
             let found: Vec<String> = result
@@ -307,61 +396,6 @@ fn is_cycle(anomaly: &str) -> bool {
     )
 }
 
-/// Checks one prefix with every checker not yet known invalid; returns new findings.
-fn check_prefix(
-    prefix: &mut Prefix,
-    checkers: &[Box<dyn Checker>],
-    known: &HashSet<String>,
-    split: bool,
-    now_s: &dyn Fn() -> f64,
-    stop: &AtomicBool,
-) -> Vec<OnlineFinding> {
-    let pending = prefix.pending();
-    let mut whole: Option<History> = None;
-    let mut found = Vec::new();
-    for c in checkers {
-        let name = c.name();
-        if known.contains(&name) || stop.load(Ordering::Relaxed) {
-            continue;
-        }
-        let result = if name == "linearizable" {
-            let Some(ops) = prefix.linearizable_cut(split) else {
-                continue;
-            };
-            match History::new(ops) {
-                Ok(h) => c.check(&h),
-                Err(_) => continue,
-            }
-        } else {
-            if whole.is_none() {
-                whole = History::new(prefix.whole()).ok();
-            }
-            match &whole {
-                Some(h) => c.check(h),
-                None => continue,
-            }
-        };
-        if let Some(anomaly_types) = certain_anomalies(&result, &pending) {
-            let what = match result.details.get("key").filter(|k| !k.is_null()) {
-                // Keys are shown as the history has them, a string one unquoted.
-                Some(k) => format!(
-                    "key {}",
-                    k.as_str().map_or_else(|| k.to_string(), str::to_string)
-                ),
-                None if !anomaly_types.is_empty() => anomaly_types.join(", "),
-                None => "history".to_string(),
-            };
-            found.push(OnlineFinding {
-                checker: name,
-                what,
-                anomaly_types,
-                at_s: now_s(),
-            });
-        }
-    }
-    found
-}
-
 struct Shared {
     findings: Mutex<Vec<OnlineFinding>>,
     stopped_early: Mutex<Option<String>>,
@@ -384,17 +418,14 @@ impl OnlineMonitor {
     pub fn start(
         recorder: &HistoryRecorder,
         checkers: Vec<Box<dyn Checker>>,
-        split: bool,
         rule: Option<StopRule>,
         print: bool,
     ) -> Option<OnlineMonitor> {
-        let checkers: Vec<Box<dyn Checker>> = checkers
-            .into_iter()
-            .filter(|c| ONLINE_CHECKERS.contains(&c.name().as_str()))
-            .collect();
-        if checkers.is_empty() {
+        let mut online = Online::new(checkers);
+        if online.is_empty() {
             return None;
         }
+        let history = recorder.path().map(std::path::Path::to_path_buf);
         recorder.start_live();
         let shared = Arc::new(Shared {
             findings: Mutex::new(Vec::new()),
@@ -406,16 +437,14 @@ impl OnlineMonitor {
         let thread = std::thread::Builder::new()
             .name("online-check".into())
             .spawn(move || {
-                let mut prefix = Prefix::default();
                 let mut known: HashSet<String> = HashSet::new();
                 let now_s = || rec.now_ns() as f64 / 1e9;
+                let prefix = || history.as_deref().and_then(read_prefix);
                 while !sh.done.load(Ordering::Relaxed) {
                     let started = Instant::now();
                     let new = rec.take_live();
                     if !new.is_empty() {
-                        prefix.extend(new);
-                        let found =
-                            check_prefix(&mut prefix, &checkers, &known, split, &now_s, &sh.done);
+                        let found = online.tick(new, &prefix, &known, &now_s, &sh.done);
                         if sh.done.load(Ordering::Relaxed) {
                             // Checked after the main phase ended: the final check says it.
                             break;
@@ -436,7 +465,7 @@ impl OnlineMonitor {
                                 met.cancel();
                             }
                         }
-                        if known.len() == checkers.len() {
+                        if known.len() == online.len() {
                             break;
                         }
                     }

@@ -49,8 +49,8 @@ pub struct HistoryRecorder {
     /// A copy of every op recorded since [`HistoryRecorder::start_live`], in index order,
     /// for the online checker to take ([`HistoryRecorder::take_live`]).
     live: Arc<Mutex<Option<Vec<Op>>>>,
-    /// The directory of the history file (the run directory), when recording to a file.
-    dir: Option<PathBuf>,
+    /// The history file, when recording to a file.
+    path: Option<PathBuf>,
 }
 
 impl HistoryRecorder {
@@ -59,13 +59,18 @@ impl HistoryRecorder {
     pub fn create(path: &Path, start: Instant, keep: bool) -> std::io::Result<HistoryRecorder> {
         let file = File::create(path)?;
         let mut recorder = Self::with_sink(Box::new(file), start, keep);
-        recorder.dir = path.parent().map(Path::to_path_buf);
+        recorder.path = Some(path.to_path_buf());
         Ok(recorder)
     }
 
     /// The directory the history file is in (the run directory); `None` for a sink.
     pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
+        self.path.as_deref().and_then(Path::parent)
+    }
+
+    /// The history file; `None` for a sink.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// Records into any writer (e.g. `std::io::sink()` for benchmarks).
@@ -103,7 +108,7 @@ impl HistoryRecorder {
             writer: Arc::new(Mutex::new(Some(writer))),
             counts: Arc::new(LiveCounts::default()),
             live: Arc::new(Mutex::new(None)),
-            dir: None,
+            path: None,
         }
     }
 

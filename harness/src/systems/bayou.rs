@@ -11,8 +11,8 @@
 //! across replicas; final reads use a pinned client with an empty session instead.
 
 use super::{
-    bundled_node_args, every_node_ready, post_json, BoxFuture, BugInfo, Client, Completion,
-    Invocation, Posted, Target, TargetOptions,
+    bundled_node_args, post_json, BoxFuture, BugInfo, Client, Completion, Invocation, Posted,
+    Profile, Target, TargetOptions,
 };
 use serde_json::{json, Map, Value};
 use splitbrain_checkers::OpType;
@@ -51,23 +51,14 @@ const BUGS: &[BugInfo<'static>] = &[
 ];
 
 impl Target for BayouTarget {
-    fn name(&self) -> &'static str {
-        "bayou"
-    }
-    fn description(&self) -> &'static str {
-        "Bayou replica group: writes accepted anywhere, anti-entropy, primary commit, rollback and replay, session guarantees"
-    }
-    fn binary_name(&self) -> &'static str {
-        "splitbrain-bayou"
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        BUGS.to_vec()
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec![]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["set", "booking", "counter"]
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "bayou",
+            "Bayou replica group: writes accepted anywhere, anti-entropy, primary commit, rollback and replay, session guarantees",
+            "splitbrain-bayou",
+        )
+        .bugs(BUGS)
+        .workloads(&["set", "booking", "counter"])
     }
 
     fn node_args(
@@ -97,15 +88,6 @@ impl Target for BayouTarget {
             session_wait.to_string(),
         ]);
         args
-    }
-
-    fn wait_formed<'a>(
-        &'a self,
-        http: &'a reqwest::Client,
-        addrs: &'a [SocketAddr],
-        bound: Duration,
-    ) -> BoxFuture<'a, Result<(), ()>> {
-        every_node_ready(self, http, addrs, bound)
     }
 
     fn leaders<'a>(

@@ -13,8 +13,8 @@
 //! no new steps until the rank is back and in the group again.
 
 use super::{
-    bundled_node_args, every_node_ready, BoxFuture, BugInfo, Client, Completion, Invocation,
-    Target, TargetOptions,
+    bundled_node_args, BoxFuture, BugInfo, Client, Completion, Invocation, Profile, Target,
+    TargetOptions,
 };
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
@@ -127,26 +127,16 @@ const BUGS: &[BugInfo<'static>] = &[
 ];
 
 impl Target for DdpTarget {
-    fn name(&self) -> &'static str {
-        "ddp"
-    }
-    fn description(&self) -> &'static str {
-        "data-parallel training: W ranks, bucketed ring all-reduce over TCP, SGD with momentum, checkpoints, elastic recovery"
-    }
-    fn binary_name(&self) -> &'static str {
-        "splitbrain-ddp"
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        BUGS.to_vec()
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec!["committed"]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["train"]
-    }
-    fn accepted_flags(&self) -> Vec<&str> {
-        vec!["transport"]
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "ddp",
+            "data-parallel training: W ranks, bucketed ring all-reduce over TCP, SGD with momentum, checkpoints, elastic recovery",
+            "splitbrain-ddp",
+        )
+        .bugs(BUGS)
+        .read_modes(&["committed"])
+        .workloads(&["train"])
+        .accepted_flags(&["transport"])
     }
     fn cleanup_node(&self, _i: usize, layout: &crate::run::node_layout::NodeLayout) {
         // The links live in memory outside the run directory; gone with the last node.
@@ -193,15 +183,6 @@ impl Target for DdpTarget {
         args
     }
 
-    fn wait_formed<'a>(
-        &'a self,
-        http: &'a reqwest::Client,
-        addrs: &'a [SocketAddr],
-        bound: Duration,
-    ) -> BoxFuture<'a, Result<(), ()>> {
-        every_node_ready(self, http, addrs, bound)
-    }
-
     fn until_steps<'a>(
         &'a self,
         http: &'a reqwest::Client,
@@ -239,14 +220,8 @@ impl Target for DdpTarget {
         })
     }
 
-    fn leaders<'a>(
-        &'a self,
-        _http: &'a reqwest::Client,
-        _addrs: &'a [SocketAddr],
-    ) -> BoxFuture<'a, Vec<usize>> {
-        // No rank leads: the ring is symmetric and any rank may start a re-formation.
-        Box::pin(async { Vec::new() })
-    }
+    // No rank leads (the default `leaders`): the ring is symmetric and any rank may start
+    // a re-formation.
 
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         let rank = home % addrs.len().max(1);

@@ -1,10 +1,12 @@
 //! etcd (Debian's `etcd-server`, an unmodified third-party binary): how to start a cluster
 //! of it and its client over the v3 JSON gateway.
 //!
-//! Members dial each other at one advertised peer URL, so they cannot sit behind the proxy
-//! mesh: each member runs in a network namespace of its own ([`NodeNetwork::Namespaces`])
-//! at `ADDR:2379` (clients) and `ADDR:2380` (peers), and partitions are nftables rules
-//! there. Readiness is `GET /health`; who leads is `POST /v3/maintenance/status`, whose
+//! Members dial each other at one advertised peer URL, so they cannot be told a proxy per
+//! link: each member runs in a network namespace of its own ([`NodeNetwork::Namespaces`])
+//! at `ADDR:2379` (clients) and `ADDR:2380` (peers), and in a run with faults every
+//! connection a member opens to another's `:2380` is routed through the proxy of that
+//! link ([`Target::mesh_ports`]), which cuts (one way too), slows and drops from it.
+//! Readiness is `GET /health`; who leads is `POST /v3/maintenance/status`, whose
 //! answer carries the member's own id and the id of the leader it follows.
 //!
 //! etcd is a Go program: Go reads the time through the vDSO, which libfaketime's
@@ -12,7 +14,7 @@
 //! checked by hand: its log timestamps stay on the real time under `FAKETIME=-10d`).
 
 use super::{
-    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Target,
+    poll_until, BoxFuture, Client, ClockSource, NodeNetwork, Profile, RequiredProgram, Target,
     TargetOptions,
 };
 use serde_json::{json, Value};
@@ -36,14 +38,14 @@ const ELECTION_MS: u64 = 500;
 pub struct EtcdTarget;
 
 impl Target for EtcdTarget {
-    fn name(&self) -> &'static str {
-        "etcd"
-    }
-    fn description(&self) -> &'static str {
-        "etcd (Debian's etcd-server, unmodified), one member per network namespace, over its v3 JSON gateway; read modes linearizable/serializable"
-    }
-    fn binary_name(&self) -> &'static str {
-        "etcd"
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "etcd",
+            "etcd (Debian's etcd-server, unmodified), one member per network namespace, over its v3 JSON gateway; read modes linearizable/serializable",
+            "etcd",
+        )
+        .read_modes(&["linearizable", "serializable"])
+        .workloads(&["register", "append"])
     }
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
         vec![RequiredProgram {
@@ -51,23 +53,18 @@ impl Target for EtcdTarget {
             package: "etcd-server",
         }]
     }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        Vec::new()
-    }
     fn network(&self) -> NodeNetwork {
         NodeNetwork::Namespaces {
             client_port: CLIENT_PORT,
             peer_port: PEER_PORT,
         }
     }
+    fn mesh_ports(&self) -> Vec<u16> {
+        // Raft's messages between members: streams and pipelines on the peer port.
+        vec![PEER_PORT]
+    }
     fn clock_source(&self) -> ClockSource {
         ClockSource::Unsupported
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec!["linearizable", "serializable"]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["register", "append"]
     }
 
     fn node_args(

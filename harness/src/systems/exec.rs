@@ -11,7 +11,7 @@
 
 use super::{
     every_node_ready, kv, poll_until, post_clock_offset, request_timeout_ms, txn, BoxFuture,
-    BugInfo, Client, ClockSource, Target, TargetOptions,
+    BugInfo, Client, ClockSource, Profile, Target, TargetOptions,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -344,30 +344,21 @@ fn expand(word: &str, vars: &[(&str, String)]) -> String {
 }
 
 impl Target for ExecTarget {
-    fn name(&self) -> &str {
-        "exec"
+    fn profile(&self) -> Profile<'_> {
+        Profile {
+            bugs: self
+                .bugs
+                .iter()
+                .map(|(name, description)| BugInfo { name, description })
+                .collect(),
+            read_modes: self.read_modes.iter().map(String::as_str).collect(),
+            workloads: self.workloads.iter().map(String::as_str).collect(),
+            ..Profile::new("exec", &self.description, &self.program)
+        }
     }
 
     fn clock_source(&self) -> ClockSource {
         self.clock
-    }
-    fn description(&self) -> &str {
-        &self.description
-    }
-    fn binary_name(&self) -> &str {
-        &self.program
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        self.bugs
-            .iter()
-            .map(|(name, description)| BugInfo { name, description })
-            .collect()
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        self.read_modes.iter().map(String::as_str).collect()
-    }
-    fn workloads(&self) -> Vec<&str> {
-        self.workloads.iter().map(String::as_str).collect()
     }
 
     /// The spec's `command` (without the program), then `each_peer` once per other node,

@@ -7,7 +7,7 @@
 
 use super::{
     bundled_node_args, poll_until, post_json, request_timeout_args, BoxFuture, BugInfo, Client,
-    Completion, Invocation, Posted, Target, TargetOptions,
+    Completion, Invocation, Posted, Profile, Target, TargetOptions,
 };
 use serde_json::{json, Value};
 use splitbrain_checkers::OpType;
@@ -50,23 +50,15 @@ const BUGS: &[BugInfo<'static>] = &[
 ];
 
 impl Target for KvTarget {
-    fn name(&self) -> &'static str {
-        "kv"
-    }
-    fn description(&self) -> &'static str {
-        "sharded KV store, Raft-replicated per shard, persistent; read modes log/read-index/lease/follower/replica-read/hedged/read-all"
-    }
-    fn binary_name(&self) -> &'static str {
-        "splitbrain-kv"
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        BUGS.to_vec()
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["register", "append"]
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec![
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "kv",
+            "sharded KV store, Raft-replicated per shard, persistent; read modes log/read-index/lease/follower/replica-read/hedged/read-all",
+            "splitbrain-kv",
+        )
+        .bugs(BUGS)
+        .workloads(&["register", "append"])
+        .read_modes(&[
             "read-index",
             "log",
             "lease",
@@ -74,7 +66,7 @@ impl Target for KvTarget {
             "replica-read",
             "hedged",
             "read-all",
-        ]
+        ])
     }
 
     fn node_args(

@@ -163,25 +163,95 @@ pub struct RequiredProgram<'a> {
     pub package: &'a str,
 }
 
+/// What a target is, as `splitbrain list` shows it and flag validation reads it: its
+/// names and lists, stated once per target ([`Target::profile`]); the getters of
+/// [`Target`] (`name`, `bugs`, `read_modes` ...) read it. Borrowed from the target, since
+/// an exec target's come from its spec file.
+#[derive(Debug, Clone)]
+pub struct Profile<'a> {
+    /// The `--target` name.
+    pub name: &'a str,
+    /// One-line description.
+    pub description: &'a str,
+    /// The node binary's file name (found beside the `splitbrain` binary or on PATH), or
+    /// its path.
+    pub binary_name: &'a str,
+    /// The bugs it knows.
+    pub bugs: Vec<BugInfo<'a>>,
+    /// Read modes it knows (first is the default).
+    pub read_modes: Vec<&'a str>,
+    /// Workloads its client can perform (`--workload` names).
+    pub workloads: Vec<&'a str>,
+    /// Target-specific `splitbrain test` flags it accepts (`"wait"` for `--wait`,
+    /// `"read-from"`, `"replication"`); any other such flag is a usage error.
+    pub accepted_flags: Vec<&'a str>,
+}
+
+impl<'a> Profile<'a> {
+    /// A target with these names and, until the builders below say otherwise, no bugs,
+    /// read modes, workloads or flags of its own.
+    pub fn new(name: &'a str, description: &'a str, binary_name: &'a str) -> Profile<'a> {
+        Profile {
+            name,
+            description,
+            binary_name,
+            bugs: Vec::new(),
+            read_modes: Vec::new(),
+            workloads: Vec::new(),
+            accepted_flags: Vec::new(),
+        }
+    }
+    /// With these bugs.
+    pub fn bugs(mut self, bugs: &[BugInfo<'a>]) -> Self {
+        self.bugs = bugs.to_vec();
+        self
+    }
+    /// With these read modes (the first is the default).
+    pub fn read_modes(mut self, modes: &[&'a str]) -> Self {
+        self.read_modes = modes.to_vec();
+        self
+    }
+    /// With these workloads.
+    pub fn workloads(mut self, workloads: &[&'a str]) -> Self {
+        self.workloads = workloads.to_vec();
+        self
+    }
+    /// Accepting these target-specific flags.
+    pub fn accepted_flags(mut self, flags: &[&'a str]) -> Self {
+        self.accepted_flags = flags.to_vec();
+        self
+    }
+}
+
 /// A system under test.
 ///
 /// Names and lists are borrowed from the target rather than `'static`: an `exec` target
 /// reads them from its spec file at run time. (An impl may still return `&'static str`.)
 pub trait Target: Send + Sync {
+    /// Its names and lists ([`Profile`]), which the getters below read.
+    fn profile(&self) -> Profile<'_>;
     /// The `--target` name.
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        self.profile().name
+    }
     /// One-line description.
-    fn description(&self) -> &str;
+    fn description(&self) -> &str {
+        self.profile().description
+    }
     /// The node binary's file name (found beside the `splitbrain` binary or on PATH), or
     /// its path.
-    fn binary_name(&self) -> &str;
+    fn binary_name(&self) -> &str {
+        self.profile().binary_name
+    }
     /// What to tell a user whose machine lacks the node binary (a package to install),
     /// added to the error; none by default (the bundled binaries are built).
     fn install_hint(&self) -> Option<String> {
         None
     }
     /// The bugs it knows.
-    fn bugs(&self) -> Vec<BugInfo<'_>>;
+    fn bugs(&self) -> Vec<BugInfo<'_>> {
+        self.profile().bugs
+    }
     /// Where its nodes live on the network; the proxy mesh unless it says otherwise.
     fn network(&self) -> NodeNetwork {
         NodeNetwork::Mesh
@@ -191,7 +261,9 @@ pub trait Target: Send + Sync {
         ClockSource::Endpoint
     }
     /// Read modes it knows (first is the default).
-    fn read_modes(&self) -> Vec<&str>;
+    fn read_modes(&self) -> Vec<&str> {
+        self.profile().read_modes
+    }
     /// Programs of the system (not built here) that must be on PATH; a run of a target
     /// missing one stops before anything starts, naming the program and its package.
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
@@ -200,7 +272,7 @@ pub trait Target: Send + Sync {
     /// Target-specific `splitbrain test` flags it accepts (`"wait"` for `--wait`,
     /// `"read-from"`, `"replication"`); any other such flag is a usage error.
     fn accepted_flags(&self) -> Vec<&str> {
-        Vec::new()
+        self.profile().accepted_flags
     }
     /// This target with the server settings of `--setting NAME=VALUE` (a database nobody
     /// here wrote: server variables for its configuration), or why they do not fit; None
@@ -216,6 +288,14 @@ pub trait Target: Send + Sync {
     /// forward to the client ports, and [`Target::node_args`]'s `peer_addrs` lead there.
     fn peers_dial_the_client_port(&self) -> bool {
         false
+    }
+    /// For a target on [`NodeNetwork::Namespaces`]: the ports its members dial each other
+    /// at (etcd: the peer port; Redis: the server's and the sentinel's). In a run with
+    /// faults every such connection is routed through the proxy mesh
+    /// (`splitbrain_nemesis::netns_mesh`), so partitions (one-way too), slow links and
+    /// loss act on them without tc netem. Empty: faults are nftables rules only.
+    fn mesh_ports(&self) -> Vec<u16> {
+        Vec::new()
     }
     /// Why fault `fault` cannot reach this target's nodes as they are laid out here (so
     /// a run would record a fault that changed nothing), or None.
@@ -253,7 +333,9 @@ pub trait Target: Send + Sync {
         opts: &TargetOptions,
     ) -> Vec<String>;
     /// Workloads its client can perform (`--workload` names).
-    fn workloads(&self) -> Vec<&str>;
+    fn workloads(&self) -> Vec<&str> {
+        self.profile().workloads
+    }
     /// True once the node at `addr` answers its health check. The default asks
     /// `GET /health`, which every bundled target serves.
     fn is_ready<'a>(&'a self, http: &'a reqwest::Client, addr: SocketAddr) -> BoxFuture<'a, bool> {
@@ -263,12 +345,15 @@ pub trait Target: Send + Sync {
         })
     }
     /// Waits until the cluster can serve (e.g. every shard has a leader), up to `bound`.
+    /// By default: until every node is ready ([`Target::is_ready`]).
     fn wait_formed<'a>(
         &'a self,
         http: &'a reqwest::Client,
         addrs: &'a [SocketAddr],
         bound: Duration,
-    ) -> BoxFuture<'a, Result<(), ()>>;
+    ) -> BoxFuture<'a, Result<(), ()>> {
+        every_node_ready(self, http, addrs, bound)
+    }
     /// Resolves once the run has reached `steps` by the target's own measure (the ddp
     /// target: every live rank has committed that many steps), ending the main phase
     /// early. Never resolves by default.
@@ -280,12 +365,15 @@ pub trait Target: Send + Sync {
     ) -> BoxFuture<'a, ()> {
         Box::pin(std::future::pending())
     }
-    /// Nodes that currently lead something (indices into `addrs`).
+    /// Nodes that currently lead something (indices into `addrs`). None by default: no
+    /// node leads (every node coordinates its own clients' requests).
     fn leaders<'a>(
         &'a self,
-        http: &'a reqwest::Client,
-        addrs: &'a [SocketAddr],
-    ) -> BoxFuture<'a, Vec<usize>>;
+        _http: &'a reqwest::Client,
+        _addrs: &'a [SocketAddr],
+    ) -> BoxFuture<'a, Vec<usize>> {
+        Box::pin(async { Vec::new() })
+    }
     /// Sets a node's clock offset. The default posts to `/admin/clock`, the endpoint the
     /// bundled targets share (`targets/runtime`).
     fn set_clock_offset<'a>(

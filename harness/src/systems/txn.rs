@@ -10,8 +10,8 @@
 //! balance below zero) and its `read` reads every account.
 
 use super::{
-    bundled_node_args, every_node_ready, post_json, request_timeout_args, BoxFuture, BugInfo,
-    Client, Completion, Invocation, Posted, Target, TargetOptions,
+    bundled_node_args, post_json, request_timeout_args, BoxFuture, BugInfo, Client, Completion,
+    Invocation, Posted, Profile, Target, TargetOptions,
 };
 use crate::workload::bank::{BANK_ACCOUNTS, BANK_HOT_ACCOUNT};
 use serde_json::{json, Value};
@@ -69,23 +69,15 @@ const BUGS: &[BugInfo<'static>] = &[
 ];
 
 impl Target for TxnTarget {
-    fn name(&self) -> &'static str {
-        "txn"
-    }
-    fn description(&self) -> &'static str {
-        "two-phase-commit database over strict two-phase locking, keys partitioned over nodes, durable WAL; read modes = isolation levels"
-    }
-    fn binary_name(&self) -> &'static str {
-        "splitbrain-txn"
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        BUGS.to_vec()
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec!["serializable", "read-committed"]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["list-append", "rw-register", "bank"]
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "txn",
+            "two-phase-commit database over strict two-phase locking, keys partitioned over nodes, durable WAL; read modes = isolation levels",
+            "splitbrain-txn",
+        )
+        .bugs(BUGS)
+        .read_modes(&["serializable", "read-committed"])
+        .workloads(&["list-append", "rw-register", "bank"])
     }
 
     fn node_args(
@@ -117,23 +109,8 @@ impl Target for TxnTarget {
         args
     }
 
-    fn wait_formed<'a>(
-        &'a self,
-        http: &'a reqwest::Client,
-        addrs: &'a [SocketAddr],
-        bound: Duration,
-    ) -> BoxFuture<'a, Result<(), ()>> {
-        every_node_ready(self, http, addrs, bound)
-    }
-
-    fn leaders<'a>(
-        &'a self,
-        _http: &'a reqwest::Client,
-        _addrs: &'a [SocketAddr],
-    ) -> BoxFuture<'a, Vec<usize>> {
-        // No node leads: every node coordinates its own clients' transactions.
-        Box::pin(async { Vec::new() })
-    }
+    // No node leads (the default `leaders`): every node coordinates its own clients'
+    // transactions.
 
     fn client(&self, addrs: &[SocketAddr], home: usize, opts: &TargetOptions) -> Box<dyn Client> {
         txn_client(addrs, home, opts)

@@ -283,3 +283,58 @@ pub fn assert_faketime_run(
         );
     }
 }
+
+/// The time (ns) of the first nemesis op `f` in `ops` (e.g. `start-slow`); panics if none.
+pub fn nemesis_time(ops: &[Value], f: &str) -> u64 {
+    ops.iter()
+        .find(|op| op["process"] == "nemesis" && op["f"] == f)
+        .and_then(|op| op["time"].as_u64())
+        .unwrap_or_else(|| panic!("no {f} in the history"))
+}
+
+/// Each completed-`ok` client op whose `f` passes `which`: its invoke time and its
+/// latency (ns), paired as the history pairs them (a process's invoke, then its next op).
+pub fn ok_latencies(ops: &[Value], which: impl Fn(&str) -> bool) -> Vec<(u64, u64)> {
+    let mut open: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for op in ops.iter().filter(|op| op["process"] != "nemesis") {
+        let (process, time) = (op["process"].to_string(), op["time"].as_u64().unwrap_or(0));
+        if op["type"] == "invoke" {
+            open.insert(process, time);
+        } else if let Some(start) = open.remove(&process) {
+            if op["type"] == "ok" && which(op["f"].as_str().unwrap_or("")) {
+                out.push((start, time.saturating_sub(start)));
+            }
+        }
+    }
+    out
+}
+
+/// The median of `xs` (ns) in ms; None for none.
+pub fn median_ms(xs: &[u64]) -> Option<f64> {
+    let mut xs = xs.to_vec();
+    xs.sort_unstable();
+    xs.get(xs.len() / 2).map(|&x| x as f64 / 1e6)
+}
+
+/// The latencies of ok ops passing `which` invoked inside `[from, to)` and those invoked
+/// before `from` (the baseline), by the history's times.
+pub fn latencies_inside_and_before(
+    ops: &[Value],
+    which: impl Fn(&str) -> bool,
+    from: u64,
+    to: u64,
+) -> (Vec<u64>, Vec<u64>) {
+    let all = ok_latencies(ops, which);
+    let inside = all
+        .iter()
+        .filter(|(t, _)| (from..to).contains(t))
+        .map(|(_, l)| *l)
+        .collect();
+    let before = all
+        .iter()
+        .filter(|(t, _)| *t < from)
+        .map(|(_, l)| *l)
+        .collect();
+    (inside, before)
+}

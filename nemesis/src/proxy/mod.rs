@@ -15,10 +15,13 @@
 //!
 //! Loss drops whole newline-terminated messages (the bundled targets speak JSON lines), so
 //! a lossy link loses messages without corrupting the framing of the ones that get through.
+//! On a binary protocol (PostgreSQL's replication, etcd's protobuf, RESP's bulk strings)
+//! it cuts frames in two and the receiver drops the connection; namespaced nodes get real
+//! packet loss instead ([`crate::netns_mesh`]).
 
 mod conn;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,6 +89,18 @@ impl ProxyMesh {
         clients: Vec<SocketAddr>,
         seed: u64,
     ) -> Result<ProxyMesh, NemesisError> {
+        ProxyMesh::start_on(IpAddr::V4(Ipv4Addr::LOCALHOST), targets, clients, seed).await
+    }
+
+    /// Like [`ProxyMesh::start_with_clients`], with every proxy listening on `bind` (a
+    /// free port each) rather than loopback: the host end of a namespace cluster's link,
+    /// for nodes in network namespaces (see [`crate::netns_mesh`]).
+    pub async fn start_on(
+        bind: IpAddr,
+        targets: Vec<SocketAddr>,
+        clients: Vec<SocketAddr>,
+        seed: u64,
+    ) -> Result<ProxyMesh, NemesisError> {
         let n = targets.len();
         let (shutdown, _) = watch::channel(false);
         let live_connections = Arc::new(AtomicUsize::new(0));
@@ -99,7 +114,7 @@ impl ProxyMesh {
                 }
                 let link_seed = seed ^ ((from * n + to) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 let (link, task) =
-                    spawn_link(target, link_seed, &shutdown, &live_connections).await?;
+                    spawn_link(bind, target, link_seed, &shutdown, &live_connections).await?;
                 accept_tasks.push(task);
                 links.push(Some(link));
             }
@@ -107,7 +122,8 @@ impl ProxyMesh {
         let mut client_links = Vec::with_capacity(clients.len());
         for (i, &target) in clients.iter().enumerate() {
             let link_seed = seed ^ ((n * n + i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let (link, task) = spawn_link(target, link_seed, &shutdown, &live_connections).await?;
+            let (link, task) =
+                spawn_link(bind, target, link_seed, &shutdown, &live_connections).await?;
             accept_tasks.push(task);
             client_links.push(link);
         }
@@ -267,12 +283,13 @@ impl ProxyMesh {
 
 /// Opens one proxy listener forwarding to `target` and starts accepting on it.
 async fn spawn_link(
+    bind: IpAddr,
     target: SocketAddr,
     seed: u64,
     shutdown: &watch::Sender<bool>,
     live: &Arc<AtomicUsize>,
 ) -> Result<(Arc<Link>, JoinHandle<()>), NemesisError> {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let listener = TcpListener::bind((bind, 0)).await?;
     let link = Arc::new(Link {
         listen: listener.local_addr()?,
         target,

@@ -356,18 +356,31 @@ impl Nemesis {
                 }
                 // `isolate-leader` and `leader-churn` are resolved now: cut off whoever
                 // leads at this moment.
+                // `one-way-leader` too: what the leader sends is lost, what it is sent
+                // still arrives.
                 let resolved;
+                let resolved_blocked;
                 let mut leader = None;
-                let groups = if shape == "isolate-leader" || shape == "leader-churn" {
+                let (groups, blocked) = if shape == "isolate-leader"
+                    || shape == "leader-churn"
+                    || shape == "one-way-leader"
+                {
                     let l = match self.resolve(cluster, k, Target::Leader, &[], n).await {
                         Ok(l) => l.first().copied().unwrap_or(0),
                         Err(_) => 0,
                     };
                     leader = Some(l);
                     resolved = isolate(self.names, l, n);
-                    &resolved
+                    resolved_blocked = match shape.as_str() {
+                        "one-way-leader" => resolved[1]
+                            .iter()
+                            .map(|to| (resolved[0][0].clone(), to.clone()))
+                            .collect(),
+                        _ => blocked.clone(),
+                    };
+                    (&resolved, &resolved_blocked)
                 } else {
-                    groups
+                    (groups, blocked)
                 };
                 let (f, desc) = (
                     "start-partition",

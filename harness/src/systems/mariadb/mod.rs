@@ -26,7 +26,7 @@ mod server;
 pub use server::{WorkDir, OS_USER};
 
 use super::{
-    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Target,
+    poll_until, BoxFuture, Client, ClockSource, NodeNetwork, Profile, RequiredProgram, Target,
     TargetOptions,
 };
 use crate::run::node_layout::NodeLayout;
@@ -103,16 +103,10 @@ impl MariaDbTarget {
             Self::root() && splitbrain_nemesis::netns::unavailable_reason().is_none()
         })
     }
-}
 
-impl Target for MariaDbTarget {
-    fn name(&self) -> &'static str {
-        "mariadb"
-    }
-    fn description(&self) -> &'static str {
-        "MariaDB 10.11 (Debian mariadb-server, unmodified): --nodes 1 one server, more a Galera cluster (galera-4) taking writes at every node; read modes = isolation levels; --setting NAME=VALUE for server variables (innodb_flush_log_at_trx_commit, innodb_snapshot_isolation, wsrep_sync_wait), splitbrain.statement_log=on|off (default on: statements.jsonl); as root one network namespace per node"
-    }
-    fn binary_name(&self) -> &'static str {
+    /// The node program: `setpriv` (which starts the server as `mysql`) when root, else
+    /// Debian's server, else `mariadbd` on PATH.
+    fn binary() -> &'static str {
         if Self::root() {
             "setpriv"
         } else if std::path::Path::new(server::MARIADBD).is_file() {
@@ -121,11 +115,21 @@ impl Target for MariaDbTarget {
             "mariadbd"
         }
     }
+}
+
+impl Target for MariaDbTarget {
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "mariadb",
+            "MariaDB 10.11 (Debian mariadb-server, unmodified): --nodes 1 one server, more a Galera cluster (galera-4) taking writes at every node; read modes = isolation levels; --setting NAME=VALUE for server variables (innodb_flush_log_at_trx_commit, innodb_snapshot_isolation, wsrep_sync_wait), splitbrain.statement_log=on|off (default on: statements.jsonl); as root one network namespace per node",
+            Self::binary(),
+        )
+        .read_modes(&READ_MODES)
+        .workloads(&["list-append", "rw-register", "bank", "register", "append"])
+        .accepted_flags(&["setting"])
+    }
     fn install_hint(&self) -> Option<String> {
         Some(server::missing("mariadbd", "mariadb-server"))
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        Vec::new()
     }
     fn network(&self) -> NodeNetwork {
         if Self::namespaced() {
@@ -141,12 +145,6 @@ impl Target for MariaDbTarget {
         // The nodes run as `mysql`, which may not reach libfaketime's offset files
         // under the run store.
         ClockSource::Unsupported
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        READ_MODES.to_vec()
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["list-append", "rw-register", "bank", "register", "append"]
     }
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
         let mut programs = vec![
@@ -166,9 +164,6 @@ impl Target for MariaDbTarget {
             });
         }
         programs
-    }
-    fn accepted_flags(&self) -> Vec<&str> {
-        vec!["setting"]
     }
     fn with_settings(&self, settings: &[String]) -> Option<Result<Arc<dyn Target>, String>> {
         Some(target_of_settings(settings).map(|t| Arc::new(t) as Arc<dyn Target>))

@@ -14,7 +14,7 @@ mod server;
 mod session;
 
 use super::sql::{AppendMode, RunStatementLog, SqlClient, Table};
-use super::{BoxFuture, BugInfo, Client, ClockSource, Target, TargetOptions};
+use super::{BoxFuture, Client, ClockSource, Profile, Target, TargetOptions};
 use crate::run::node_layout::{NodeLayout, RunAs};
 use session::{connect, PgServer};
 use std::net::SocketAddr;
@@ -109,15 +109,13 @@ fn begin_statement(mode: Option<&str>) -> &'static str {
         .1
 }
 
-impl Target for PostgresTarget {
-    fn name(&self) -> &'static str {
-        "postgres"
-    }
-    fn description(&self) -> &'static str {
-        "PostgreSQL 15 (Debian package postgresql), servers as child processes: n1 the primary, n2.. hot standbys streaming from it; read modes = isolation levels; --read-from primary|replica (read-only txns to a standby, at REPEATABLE READ READ ONLY); --replication async|sync (sync: remote_apply on every standby); kill -9 and pause reach the postmaster and every backend; no failover; --setting NAME=VALUE: server settings (-c), splitbrain.append=update-insert|upsert, splitbrain.statement_log=on|off (default on: statements.jsonl)"
-    }
-    fn binary_name(&self) -> &'static str {
-        // Debian's directory first (a fresh machine may have only that), then PATH.
+/// `splitbrain list`'s line for the target.
+const DESCRIPTION: &str = "PostgreSQL 15 (Debian package postgresql), servers as child processes: n1 the primary, n2.. hot standbys streaming from it; read modes = isolation levels; --read-from primary|replica (read-only txns to a standby, at REPEATABLE READ READ ONLY); --replication async|sync (sync: remote_apply on every standby); kill -9 and pause reach the postmaster and every backend; no failover; --setting NAME=VALUE: server settings (-c), splitbrain.append=update-insert|upsert, splitbrain.statement_log=on|off (default on: statements.jsonl)";
+
+impl PostgresTarget {
+    /// The server program: Debian's directory first (a fresh machine may have only
+    /// that), then PATH.
+    fn binary() -> &'static str {
         if std::path::Path::new(DEBIAN_BIN_DIR)
             .join("postgres")
             .is_file()
@@ -127,25 +125,24 @@ impl Target for PostgresTarget {
             "postgres"
         }
     }
+}
+
+impl Target for PostgresTarget {
+    fn profile(&self) -> Profile<'_> {
+        Profile {
+            read_modes: ISOLATION_LEVELS.iter().map(|(name, _)| *name).collect(),
+            ..Profile::new("postgres", DESCRIPTION, Self::binary())
+        }
+        .workloads(&["list-append", "rw-register", "bank", "register", "append"])
+        .accepted_flags(&["read-from", "replication"])
+    }
     fn install_hint(&self) -> Option<String> {
         Some(missing_program("postgres"))
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        Vec::new()
     }
     fn clock_source(&self) -> ClockSource {
         // libfaketime would need the offset files under the run store, which the
         // `postgres` account may not be able to reach.
         ClockSource::Unsupported
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        ISOLATION_LEVELS.iter().map(|(name, _)| *name).collect()
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["list-append", "rw-register", "bank", "register", "append"]
-    }
-    fn accepted_flags(&self) -> Vec<&str> {
-        vec!["read-from", "replication"]
     }
     fn with_settings(&self, settings: &[String]) -> Option<Result<Arc<dyn Target>, String>> {
         Some(Settings::parse(settings).map(|settings| {

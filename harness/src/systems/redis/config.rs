@@ -32,7 +32,9 @@ pub fn node_dir(data_dir: &Path) -> PathBuf {
 /// Persistence as commonly deployed: the append-only file, fsynced once a second
 /// (`appendfsync everysec`), beside the default RDB snapshots. No `min-replicas-to-write`:
 /// a primary cut off from its replicas keeps accepting writes, which is Redis's default
-/// and what the failover anomaly needs.
+/// and what the failover anomaly needs. `replica-announce-ip`: a replica whose link runs
+/// through a proxy reaches the primary from the proxy's address, so it names its own for
+/// the primary's replica list, which the sentinels read.
 pub fn server_conf(ip: Ipv4Addr, primary: Ipv4Addr, data_dir: &Path) -> String {
     let mut conf = format!(
         "# written by splitbrain; redis-server rewrites it when Sentinel changes its role\n\
@@ -45,6 +47,7 @@ pub fn server_conf(ip: Ipv4Addr, primary: Ipv4Addr, data_dir: &Path) -> String {
          appendonly yes\n\
          appendfsync everysec\n\
          repl-diskless-sync-delay 0\n\
+         replica-announce-ip {ip}\n\
          proc-title-template \"{{title}} {{listen-addr}} {{server-mode}} {{config-file}}\"\n",
         dir = data_dir.display(),
     );
@@ -64,7 +67,8 @@ fn sentinel_id(i: usize) -> String {
 /// majority side of a partition fails over. The replicas and the other sentinels are
 /// named up front, as a sentinel's own rewritten file would name them, so the group can
 /// fail over from the start rather than after its discovery rounds (hello messages every
-/// 2 s, the primary's replica list every 10 s).
+/// 2 s, the primary's replica list every 10 s). It announces its own address in its hello
+/// messages whichever address its links run through.
 pub fn sentinel_conf(me: usize, ips: &[Ipv4Addr], dir: &Path) -> String {
     let quorum = ips.len() / 2 + 1;
     let ip = ips.get(me).copied().unwrap_or(Ipv4Addr::LOCALHOST);
@@ -93,6 +97,7 @@ pub fn sentinel_conf(me: usize, ips: &[Ipv4Addr], dir: &Path) -> String {
          dir \"{dir}\"\n\
          proc-title-template \"{{title}} {{listen-addr}} {{server-mode}} {{config-file}}\"\n\
          sentinel resolve-hostnames no\n\
+         sentinel announce-ip {ip}\n\
          sentinel monitor {MASTER_NAME} {primary} {SERVER_PORT} {quorum}\n\
          sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n\
          sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n\

@@ -2,9 +2,10 @@
 //! with asynchronous replicas and a Sentinel beside every server, laid out as Jepsen
 //! does it.
 //!
-//! Every node has a network namespace of its own (the nemesis's namespace backend: Redis
-//! replicas and sentinels dial the one address a server announces, so the proxy mesh
-//! cannot sit between them) holding `redis-server` on port 6379 (the node process, which
+//! Every node has a network namespace of its own (Redis replicas and sentinels dial the
+//! one address a server announces, so they cannot be told a proxy per link; in a run with
+//! faults, rules there route every connection between nodes through the link's proxy,
+//! [`Target::mesh_ports`]) holding `redis-server` on port 6379 (the node process, which
 //! kill and pause hit) and `redis-sentinel` on 26379 (a sidecar the faults leave alone:
 //! the sentinels are the failure detector). n1 starts as the primary, the others as its
 //! replicas; the sentinels monitor it with a majority quorum and fail over after a second
@@ -18,7 +19,7 @@ pub use client::{ReadFrom, RedisClient};
 pub use config::{SENTINEL_PORT, SERVER_PORT};
 
 use super::{
-    poll_until, BoxFuture, BugInfo, Client, ClockSource, NodeNetwork, RequiredProgram, Sidecar,
+    poll_until, BoxFuture, Client, ClockSource, NodeNetwork, Profile, RequiredProgram, Sidecar,
     Target, TargetOptions,
 };
 use crate::run::node_layout::NodeLayout;
@@ -34,17 +35,15 @@ pub struct RedisTarget;
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 
 impl Target for RedisTarget {
-    fn name(&self) -> &'static str {
-        "redis"
-    }
-    fn description(&self) -> &'static str {
-        "Redis 7 primary + asynchronous replicas, Sentinel failover (Debian redis-server, redis-sentinel; root: one network namespace per node); read modes primary/replica; --wait N"
-    }
-    fn binary_name(&self) -> &'static str {
-        "redis-server"
-    }
-    fn bugs(&self) -> Vec<BugInfo<'_>> {
-        Vec::new()
+    fn profile(&self) -> Profile<'_> {
+        Profile::new(
+            "redis",
+            "Redis 7 primary + asynchronous replicas, Sentinel failover (Debian redis-server, redis-sentinel; root: one network namespace per node); read modes primary/replica; --wait N",
+            "redis-server",
+        )
+        .read_modes(&["primary", "replica"])
+        .accepted_flags(&["wait", "read-from"])
+        .workloads(&["register", "append"])
     }
     fn network(&self) -> NodeNetwork {
         NodeNetwork::Namespaces {
@@ -52,14 +51,16 @@ impl Target for RedisTarget {
             peer_port: SENTINEL_PORT,
         }
     }
+    fn mesh_ports(&self) -> Vec<u16> {
+        // Replication (replicas dial the primary's server port), and Sentinel's links to
+        // every server and to the other sentinels.
+        vec![SERVER_PORT, SENTINEL_PORT]
+    }
     /// Unsupported: Debian's redis-server is linked with jemalloc, whose start-up
     /// `clock_gettime` call libfaketime 0.9.10 cannot survive (the server hangs before it
     /// listens; libfaketime issue 130, open), so its clock cannot be moved that way.
     fn clock_source(&self) -> ClockSource {
         ClockSource::Unsupported
-    }
-    fn read_modes(&self) -> Vec<&str> {
-        vec!["primary", "replica"]
     }
     fn required_programs(&self) -> Vec<RequiredProgram<'_>> {
         vec![
@@ -72,12 +73,6 @@ impl Target for RedisTarget {
                 package: "redis-sentinel",
             },
         ]
-    }
-    fn accepted_flags(&self) -> Vec<&str> {
-        vec!["wait", "read-from"]
-    }
-    fn workloads(&self) -> Vec<&str> {
-        vec!["register", "append"]
     }
 
     fn node_args(

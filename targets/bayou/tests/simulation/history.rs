@@ -1,7 +1,7 @@
 //! The simulation's client ops as a Jepsen history, judged by the eventual-consistency
 //! checkers (issue 11).
 //!
-//! Ops are recorded as `harness/src/target/bayou.rs` records them against the real server:
+//! Ops are recorded as `harness/src/systems/bayou.rs` records them against the real server:
 //! a read's ok value is the core's READ answer, a write's ok value its argument, a refusal
 //! (`session-behind`) a fail, and a request whose replica crashed before answering an info,
 //! after which the session's process id is retired and a fresh one takes over. The heal is
