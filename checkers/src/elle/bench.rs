@@ -42,6 +42,10 @@ pub struct GenConfig {
     /// transactions that read a non-empty list returns it without its last element
     /// (a G-single-item-realtime under strict serializability).
     pub stale_read: bool,
+    /// Inject one G1c: once half the transactions are invoked, two `ok` transactions on
+    /// two fresh keys (by two fresh processes) each append to one key and read the
+    /// other's append, a write-read cycle no serial order explains.
+    pub g1c: bool,
 }
 
 impl GenConfig {
@@ -57,6 +61,7 @@ impl GenConfig {
             fail_ratio: 0.0,
             info_ratio: 0.0,
             stale_read: false,
+            g1c: false,
         }
     }
 }
@@ -88,6 +93,7 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
     let (mut invoked, mut open, mut time) = (0usize, 0usize, 0u64);
     let mut completed = 0usize;
     let mut stale_pending = cfg.stale_read;
+    let mut g1c_pending = cfg.g1c;
     let limit = cfg.txns.saturating_mul(8).saturating_add(1_000_000);
     for _ in 0..limit {
         if invoked >= cfg.txns && open == 0 {
@@ -99,6 +105,12 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
             None => {
                 if invoked >= cfg.txns {
                     continue;
+                }
+                if g1c_pending && invoked >= cfg.txns / 2 {
+                    g1c_pending = false;
+                    let (x, y) = (next_key, next_key + 1);
+                    next_key += 2;
+                    emit_g1c([x, y], time, &mut emit)?;
                 }
                 invoked += 1;
                 open += 1;
@@ -208,6 +220,42 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
                 emit(Op::new(Process::Client(done.process), t, "txn", value).at(time))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The injected G1c: processes above every generated one's, invoked and completed at
+/// `time`: T1 appends 1 to `x` and reads `y` as `[1]`, T2 appends 1 to `y` and reads `x`
+/// as `[1]`, so each read the other's write (a wr cycle).
+fn emit_g1c(
+    [x, y]: [u64; 2],
+    time: u64,
+    emit: &mut impl FnMut(Op) -> io::Result<()>,
+) -> io::Result<()> {
+    // Info completions move a slot's process id up by `processes`; these stay above all.
+    let base = u64::MAX / 2;
+    let txn = |own: u64, other: u64, read: Value| json!([["append", own, 1], ["r", other, read]]);
+    for (p, own, other) in [(base, x, y), (base + 1, y, x)] {
+        emit(
+            Op::new(
+                Process::Client(p),
+                OpType::Invoke,
+                "txn",
+                txn(own, other, Value::Null),
+            )
+            .at(time),
+        )?;
+    }
+    for (p, own, other) in [(base, x, y), (base + 1, y, x)] {
+        emit(
+            Op::new(
+                Process::Client(p),
+                OpType::Ok,
+                "txn",
+                txn(own, other, json!([1])),
+            )
+            .at(time),
+        )?;
     }
     Ok(())
 }
@@ -364,4 +412,23 @@ pub fn run_table() -> String {
         out.push_str(&format!("peak RSS of this process: {rss:.0} MiB\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_injected_g1c_is_the_one_anomaly_found() {
+        let checker = ElleChecker::new(ElleWorkload::ListAppend, ElleOptions::default()).unwrap();
+        let mut cfg = GenConfig::new(3, 3000, 20, 12);
+        let clean = checker.check(&generate(&cfg));
+        assert_eq!(clean.valid, crate::Validity::Valid, "{}", clean.explanation);
+        cfg.g1c = true;
+        let history = generate(&cfg);
+        assert_eq!(history.pair_slots().len(), 3002);
+        let r = checker.check(&history);
+        assert_eq!(r.valid, crate::Validity::Invalid, "{}", r.explanation);
+        assert_eq!(r.anomaly_types, ["G1c"], "{}", r.explanation);
+    }
 }

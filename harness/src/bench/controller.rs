@@ -212,14 +212,16 @@ fn profile_phases(stderr: &str) -> (Option<f64>, Option<f64>) {
 }
 
 /// A child's stdout and peak resident set.
-struct ChildOutput {
-    stdout: Vec<u8>,
-    max_rss: u64,
+pub(crate) struct ChildOutput {
+    pub stdout: Vec<u8>,
+    pub max_rss: u64,
 }
 
 /// Reads the child's stdout to its end, then reaps it with `wait4`, which reports that
 /// child's own peak RSS (`RUSAGE_CHILDREN` would be the largest of all children).
-fn wait_with_output_and_rusage(mut child: std::process::Child) -> std::io::Result<ChildOutput> {
+pub(crate) fn wait_with_output_and_rusage(
+    mut child: std::process::Child,
+) -> std::io::Result<ChildOutput> {
     use std::io::Read as _;
     let mut stdout = Vec::new();
     if let Some(mut out) = child.stdout.take() {

@@ -9,12 +9,28 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
     /// `controller`, `linearizable`, `elle`, `set` (set checkers on a 1M-op history),
+    /// `limit FILE` (raw read, bare parse and `check` of one history, with the check's
+    /// phases and its ratio to the bare parse),
     /// `converge` (Bayou convergence time after a heal), `tail` (KV read policies'
     /// tail latency under slow-server faults), `maelstrom` (the simulated network:
     /// routing alone, and round trips through an echo node, `--bin`) or `online` (a kv
     /// `--rate 0` run with and without online checking: CPU per op, peak RSS, RSS over
     /// time).
     what: String,
+    /// The history file of `bench limit`.
+    file: Option<PathBuf>,
+    /// Limit bench: first write FILE with a generator: `cas` (keyed cas-register, `--size`
+    /// ops at `--info`'s first rate), `append` (list-append, `--size` transactions over
+    /// `--processes`), `append-g1c` (the same with one injected G1c).
+    #[arg(long)]
+    generate: Option<String>,
+    /// Limit bench: ops or transactions to generate.
+    #[arg(long, default_value_t = 1_000_000)]
+    size: usize,
+    /// Limit bench: an argument passed on to `splitbrain check` (repeatable), e.g.
+    /// `--check-arg=--model --check-arg=cas-register`.
+    #[arg(long, allow_hyphen_values = true)]
+    check_arg: Vec<String>,
     /// Seconds of each run (online bench).
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
@@ -125,6 +141,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             Ok(0)
         }
         "linearizable" if a.scale => linearizable_scale(&a),
+        "limit" => limit(&a),
         "linearizable" => {
             let data = a.data.is_dir().then_some(a.data.as_path());
             print!(
@@ -159,7 +176,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
         "maelstrom" => maelstrom(&a),
         "online" => online(&a),
         other => bail!(usage(format!(
-            "unknown benchmark {other:?}: controller, linearizable, elle, set, converge, tail, maelstrom or online"
+            "unknown benchmark {other:?}: controller, linearizable, elle, set, limit, converge, tail, maelstrom or online"
         ))),
     }
 }
@@ -262,6 +279,58 @@ fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(0)
+}
+
+/// `bench limit FILE`: generate it when asked, then raw read, bare parse, check.
+fn limit(a: &BenchArgs) -> anyhow::Result<u8> {
+    use splitbrain::bench::limit::{self as bl, Generated};
+    let Some(file) = &a.file else {
+        bail!(usage("bench limit needs a history FILE"));
+    };
+    if let Some(kind) = &a.generate {
+        let kind = match kind.as_str() {
+            "cas" => Generated::Cas {
+                info: a.info.first().copied().unwrap_or(0.0),
+            },
+            "append" | "append-g1c" => Generated::Append {
+                processes: a.processes,
+                g1c: kind == "append-g1c",
+            },
+            other => bail!(usage(format!(
+                "--generate: unknown history {other:?}: cas, append or append-g1c"
+            ))),
+        };
+        let t = std::time::Instant::now();
+        bl::generate(file, kind, a.size)?;
+        eprintln!(
+            "generated {} in {:.1} s",
+            file.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let (bytes, read_s) = bl::raw_read(file)?;
+    let threads = rayon::current_num_threads();
+    let (lines, parse1_s) = bl::bare_parse(file, 1)?;
+    let (_, parse_all_s) = bl::bare_parse(file, threads)?;
+    let exe = std::env::current_exe()?;
+    let scratch = tempfile_dir()?;
+    let check = bl::check(&exe, file, &a.check_arg, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = bl::LimitReport {
+        bytes,
+        read_s,
+        lines,
+        parse1_s,
+        parse_all_s,
+        threads,
+        check: check?,
+    };
+    print!(
+        "{}",
+        report.markdown(&file.display().to_string(), load.trim())
+    );
     Ok(0)
 }
 

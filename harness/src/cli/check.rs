@@ -9,6 +9,32 @@ use splitbrain::check::{check_history, write_outputs};
 use splitbrain::run::store::record_recheck;
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
 use std::path::PathBuf;
+use std::time::Instant;
+
+/// `SPLITBRAIN_CHECK_PROFILE` set: one stderr line per phase of `check` (seconds since the
+/// last phase, and the process's peak RSS so far), for `bench limit`.
+struct PhaseTimer {
+    lap: Option<Instant>,
+}
+
+impl PhaseTimer {
+    fn from_env() -> PhaseTimer {
+        PhaseTimer {
+            lap: std::env::var_os("SPLITBRAIN_CHECK_PROFILE").map(|_| Instant::now()),
+        }
+    }
+
+    fn lap(&mut self, phase: &str) {
+        if let Some(lap) = &mut self.lap {
+            let rss = splitbrain_checkers::elle::bench::peak_rss_mib().unwrap_or(0.0);
+            eprintln!(
+                "check profile: {phase} {:.3} s, peak RSS {rss:.0} MiB",
+                lap.elapsed().as_secs_f64()
+            );
+            *lap = Instant::now();
+        }
+    }
+}
 
 #[derive(Args, Debug)]
 pub(crate) struct CheckArgs {
@@ -32,10 +58,13 @@ pub(crate) struct CheckArgs {
 }
 
 pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
+    let mut timer = PhaseTimer::from_env();
     let (stored, history, check) = load(&a.path, &a.check)?;
+    timer.lap("read");
     let history_path = stored.history.clone();
     let (name, checkers) = select_checkers(&a.selection, &history, &stored, &check)?;
     let mut results = check_history(&history, &checkers, &check, stored.test.as_ref());
+    timer.lap("check");
     if a.path.is_dir() {
         // A PostgreSQL run's statement log: each cycle's statements and confirmation.
         let concurrency = stored
@@ -100,6 +129,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
         eprintln!("checked {} as {name}", history_path.display());
         println!("{}", summary_table(&summary));
     }
+    timer.lap("output");
     // As `test` exits for it: a run that did not run to its end is not a verdict.
     if summary.incomplete.is_some() {
         return Ok(super::EXIT_COULD_NOT_RUN);

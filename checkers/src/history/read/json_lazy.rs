@@ -33,9 +33,8 @@ struct LightOp<'a> {
     key: Option<&'a RawValue>,
     #[serde(default, borrow)]
     value: Option<&'a RawValue>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    node: Option<String>,
+    #[serde(default, borrow)]
+    node: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     error: Option<&'a RawValue>,
 }
@@ -64,6 +63,9 @@ pub(super) fn serde_light(line: &str) -> Result<OpLine<'_>, serde_json::Error> {
         op_type: light.op_type,
         f: light.f,
         value: light.value.map(RawValue::get),
+        key: light.key.map(RawValue::get),
+        node: light.node,
+        error: light.error.map(RawValue::get),
     })
 }
 

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 /// The fields of one op line the lazy reader keeps.
 #[derive(Debug, PartialEq)]
-pub(super) struct OpLine<'a> {
+pub(crate) struct OpLine<'a> {
     pub index: Option<u64>,
     pub time: u64,
     pub process: Process,
@@ -19,16 +19,23 @@ pub(super) struct OpLine<'a> {
     pub f: Cow<'a, str>,
     /// The value's text; `None` when absent or `null`.
     pub value: Option<&'a str>,
+    /// The key's text; `None` when absent or `null`.
+    pub key: Option<&'a str>,
+    /// The node; `None` when absent or `null`.
+    pub node: Option<Cow<'a, str>>,
+    /// The error's text; `None` when absent or `null`.
+    pub error: Option<&'a str>,
 }
 
 /// Reads `line` (already trimmed) when it has the common shape; `scratch` is reused
 /// between calls for the parse of its values.
-pub(super) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Option<OpLine<'a>> {
+pub(crate) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Option<OpLine<'a>> {
     let mut c = Cursor { line, i: 0 };
     c.expect(b'{')?;
     let mut seen = 0u16;
     let (mut index, mut time, mut f, mut value) = (None, 0, Cow::Borrowed(""), None);
     let (mut process, mut op_type) = (None, None);
+    let (mut key, mut node, mut error) = (None, None, None);
     c.ws();
     if c.peek() == Some(b'}') {
         c.i += 1;
@@ -64,15 +71,20 @@ pub(super) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
                 "f" => f = Cow::Borrowed(c.plain_string()?),
                 "node" => {
                     if !c.null() {
-                        c.plain_string()?;
+                        node = Some(Cow::Borrowed(c.plain_string()?));
                     }
                 }
                 "value" => {
                     let text = c.subset_value(scratch)?;
                     value = (text != "null").then_some(text);
                 }
+                "key" => {
+                    let text = c.subset_value(scratch)?;
+                    key = (text != "null").then_some(text);
+                }
                 _ => {
-                    c.subset_value(scratch)?; // key, error
+                    let text = c.subset_value(scratch)?; // error
+                    error = (text != "null").then_some(text);
                 }
             }
             c.ws();
@@ -92,6 +104,9 @@ pub(super) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
         op_type: op_type?,
         f,
         value,
+        key,
+        node,
+        error,
     })
 }
 

@@ -13,7 +13,7 @@ mod edn_value;
 mod jepsen_log;
 mod json;
 mod json_lazy;
-mod json_line;
+pub(crate) mod json_line;
 
 use super::{History, HistoryError, Op, OpType, Process, Text, NO_INDEX};
 use serde_json::Value;
@@ -91,7 +91,7 @@ pub fn read_path(path: &Path) -> Result<History, HistoryError> {
 }
 
 /// [`read_path`], mapping JSON Lines files of at least `map_bytes`.
-fn read_path_mapping(path: &Path, map_bytes: u64) -> Result<History, HistoryError> {
+pub(crate) fn read_path_mapping(path: &Path, map_bytes: u64) -> Result<History, HistoryError> {
     let io = |source| HistoryError::Io {
         file: path.to_path_buf(),
         source,
