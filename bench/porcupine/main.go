@@ -3,10 +3,11 @@
 // scripts/porcupine-compare.sh: the same file splitbrain checks, side by side.
 //
 // Input: one op a line, {"process":3,"type":"invoke","f":"cas","key":"k7","value":[1,2],...}
-// (docs in /work/shared/DESIGN.md's history format). Invokes are paired with the next
+// (the history format of shared/DESIGN.md). Invokes are paired with the next
 // completion of the same process. Semantics follow splitbrain's default (Jepsen's):
 //   - ok: the op took effect, with that output (a read's value, a cas that succeeded);
 //   - fail: the op never took effect and is dropped;
+//   - an info or never-completed read constrains nothing and is dropped;
 //   - info, or no completion at all: may or may not have taken effect; its return time is
 //     +infinity (math.MaxInt64), as Porcupine's docs advise for indeterminate ops, and the
 //     model accepts any output for it.
@@ -135,7 +136,8 @@ func parse(path string) ([]porcupine.Operation, int, error) {
 				return nil, 0, fmt.Errorf("line %d: completion without invoke", t)
 			}
 			delete(open, proc)
-			if l.Type == "fail" {
+			// A fail never happened; an info read constrains nothing (splitbrain drops both).
+			if l.Type == "fail" || (l.Type == "info" && p.input.op == opRead) {
 				continue
 			}
 			client, ok := clients[proc]
@@ -165,8 +167,11 @@ func parse(path string) ([]porcupine.Operation, int, error) {
 	if err := scanner.Err(); err != nil {
 		return nil, 0, err
 	}
-	// Ops never completed: indeterminate, like info.
+	// Ops never completed: indeterminate, like info (reads dropped, as above).
 	for proc, p := range open {
+		if p.input.op == opRead {
+			continue
+		}
 		client, ok := clients[proc]
 		if !ok {
 			client = len(clients)
