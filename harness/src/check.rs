@@ -46,21 +46,7 @@ pub fn hollow_run(history: &History, opts: &CheckOptions) -> Option<CheckResult>
         if f != "txn" {
             continue;
         }
-        let micro_kinds = |pos: usize| -> Vec<String> {
-            let mut v: Vec<String> = history
-                .op_value(pos)
-                .and_then(|v| {
-                    v.as_array().map(|mops| {
-                        mops.iter()
-                            .filter_map(|m| m.get(0).and_then(|f| f.as_str()).map(str::to_string))
-                            .collect()
-                    })
-                })
-                .unwrap_or_default();
-            v.sort();
-            v.dedup();
-            v
-        };
+        let micro_kinds = |pos: usize| history.op_micro_op_names(pos);
         for m in micro_kinds(s.invoke_pos) {
             kinds.entry(format!("txn:{m}")).or_default().0 += 1;
         }

@@ -14,6 +14,7 @@
 mod error;
 mod lazy;
 mod mapped;
+mod micro_ops;
 mod op;
 mod pairing;
 pub mod read;
