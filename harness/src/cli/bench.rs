@@ -21,8 +21,9 @@ pub(crate) struct BenchArgs {
     file: Option<PathBuf>,
     /// Limit bench: first write FILE with a generator: `cas` (keyed cas-register, `--size`
     /// ops at `--info`'s first rate), `append` (list-append, `--size` transactions over
-    /// `--processes`), `append-g1c` (the same with one injected G1c), `cas-corrupt` (`cas`
-    /// with one corrupt read near the middle, not linearizable).
+    /// `--processes`), `append-g1c` (the same with one injected G1c), `rw` and `rw-g1c`
+    /// (rw-register transactions, the same shape), `cas-corrupt` (`cas` with one corrupt
+    /// read near the middle, not linearizable).
     #[arg(long)]
     generate: Option<String>,
     /// Limit bench: only write FILE with `--generate`, measure nothing (e.g. to feed the
@@ -299,12 +300,13 @@ fn limit(a: &BenchArgs) -> anyhow::Result<u8> {
                 info: a.info.first().copied().unwrap_or(0.0),
                 corrupt: kind == "cas-corrupt",
             },
-            "append" | "append-g1c" => Generated::Append {
+            "append" | "append-g1c" | "rw" | "rw-g1c" => Generated::Append {
                 processes: a.processes,
-                g1c: kind == "append-g1c",
+                g1c: kind.ends_with("-g1c"),
+                rw_register: kind.starts_with("rw"),
             },
             other => bail!(usage(format!(
-                "--generate: unknown history {other:?}: cas, cas-corrupt, append or append-g1c"
+                "--generate: unknown history {other:?}: cas, cas-corrupt, append, append-g1c, rw or rw-g1c"
             ))),
         };
         let t = std::time::Instant::now();
