@@ -19,6 +19,8 @@ pub enum Generated {
     Cas {
         /// Percentage of ops ending `info`.
         info: f64,
+        /// One `ok` read near the middle returns a value never written (not linearizable).
+        corrupt: bool,
     },
     /// Strict-serializable list-append (1-5 micro-ops, 1000 rotating keys), `size`
     /// transactions over `processes` processes; with one injected G1c when `g1c`;
@@ -36,15 +38,17 @@ pub enum Generated {
 /// Writes the `kind` history of `size` ops or transactions to `path`.
 pub fn generate(path: &Path, kind: Generated, size: usize) -> std::io::Result<()> {
     match kind {
-        Generated::Cas { info } => splitbrain_checkers::linearizability::write_keyed_cas_history(
-            path,
-            1,
-            3 * size,
-            100,
-            50,
-            info / 100.0,
-            false,
-        ),
+        Generated::Cas { info, corrupt } => {
+            splitbrain_checkers::linearizability::write_keyed_cas_history(
+                path,
+                1,
+                3 * size,
+                100,
+                50,
+                info / 100.0,
+                corrupt,
+            )
+        }
         Generated::Append {
             processes,
             g1c,
@@ -370,6 +374,32 @@ mod tests {
         std::fs::write(&path, format!("{text}{{\"index\": 1,\n")).unwrap();
         assert!(bare_parse(&path, 1).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cas_corrupt_differs_from_cas_by_one_read_of_a_value_never_written() {
+        let dir = std::env::temp_dir().join(format!("sb-limit-cas-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let read = |corrupt: bool| {
+            let path = dir.join(format!("cas-{corrupt}.jsonl"));
+            generate(&path, Generated::Cas { info: 5.0, corrupt }, 2000).unwrap();
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let (valid, corrupt) = (read(false), read(true));
+        let _ = std::fs::remove_dir_all(&dir);
+        let differing: Vec<(&str, &str)> = valid
+            .lines()
+            .zip(corrupt.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(valid.lines().count(), corrupt.lines().count());
+        assert_eq!(differing.len(), 1, "{differing:?}");
+        let line: serde_json::Value = serde_json::from_str(differing[0].1).unwrap();
+        assert_eq!(line["type"], "ok");
+        assert_eq!(line["f"], "read");
+        // The generator writes 1-5 only.
+        let value = line["value"].as_i64().unwrap();
+        assert!(!(1..=5).contains(&value), "{value}");
     }
 
     #[test]
