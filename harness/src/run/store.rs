@@ -51,13 +51,21 @@ impl RunDir {
     }
 }
 
+/// Points `link` at `target` atomically: the new link is made under a name of its own and
+/// renamed over the old one, so concurrent runs (a suite with `--jobs 2`) sharing
+/// `store/latest` never see it missing or collide on creating it.
 fn relink(link: &Path, target: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(link) {
+    let name = link.file_name().unwrap_or_default().to_string_lossy();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = link.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    match std::fs::remove_file(&tmp) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    std::os::unix::fs::symlink(target, link)
+    std::os::unix::fs::symlink(target, &tmp)?;
+    std::fs::rename(&tmp, link)
 }
 
 /// `YYYYMMDDTHHMMSS` in UTC: wall-clock time only names runs.
@@ -370,5 +378,40 @@ mod tests {
         assert_eq!(latest, std::fs::canonicalize(&b.path).unwrap());
         let t_latest = std::fs::canonicalize(root.path().join("t/latest")).unwrap();
         assert_eq!(t_latest, latest);
+    }
+
+    /// A suite with `--jobs 2` opens runs side by side; the shared `latest` links must
+    /// never make one of them fail (the old remove-then-create raced to EEXIST).
+    #[test]
+    fn concurrent_runs_all_get_directories_and_latest_stays_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let root = root.path();
+                    s.spawn(move || {
+                        (0..25)
+                            .map(|_| RunDir::create(root, ["t", "u"][i % 2]).unwrap().path)
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let distinct: std::collections::HashSet<_> = paths.iter().collect();
+        assert_eq!(distinct.len(), 200);
+        let latest = std::fs::canonicalize(root.path().join("latest")).unwrap();
+        assert!(paths
+            .iter()
+            .any(|p| std::fs::canonicalize(p).unwrap() == latest));
+        let leftovers: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 }
