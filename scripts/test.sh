@@ -14,7 +14,18 @@ report_skips() {
     if [ "$n" != 0 ]; then sed 's/^/  skipped: /' "$SPLITBRAIN_SKIP_LOG"; fi
 }
 trap report_skips EXIT
-cargo test --workspace --release
+# The crates' tests. cargo-nextest runs each test as a process of its own, two at a time
+# across all test binaries (.config/nextest.toml; MariaDB's and etcd's tests one at a
+# time), so a binary whose tests wait on a cluster no longer holds up the rest; it does
+# not run doctests, so those run after it. Without nextest, `cargo test` runs the same
+# tests, one binary after another.
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --release
+    cargo test --workspace --release --doc
+else
+    echo "cargo-nextest is not installed: running the tests with cargo test (slower)"
+    cargo test --workspace --release
+fi
 # Two cells at a time: their clusters mostly wait on the network, and a detection that
 # holds only on an idle machine is a weak one.
 ./target/release/splitbrain suite quick --jobs 2

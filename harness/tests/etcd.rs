@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 mod support;
 
 /// One cluster at a time: the tests of this file would otherwise start three etcd
-/// clusters at once on a small machine.
+/// clusters at once on a small machine. Under cargo-nextest (a process per test) the
+/// test group `etcd` in `.config/nextest.toml` does the same.
 static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
 /// Why these tests cannot run here, if they cannot.

@@ -15,7 +15,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// One MariaDB run at a time: the tests would otherwise start several clusters at once
-/// on a small machine.
+/// on a small machine. Under cargo-nextest (a process per test) the test group
+/// `mariadb` in `.config/nextest.toml` does the same.
 static ONE_RUN: Mutex<()> = Mutex::new(());
 
 /// Why no MariaDB server can be started here, if none can.

@@ -1,22 +1,14 @@
 //! The terminal summary table printed at the end of `splitbrain test` and `check`.
 
 use crate::RunSummary;
+use tabled::builder::Builder;
 use tabled::settings::Style;
-use tabled::{Table, Tabled};
 
-#[derive(Tabled)]
-struct Row {
-    #[tabled(rename = "")]
-    label: String,
-    #[tabled(rename = "")]
-    value: String,
-}
+/// One line of the table: a label and its value.
+type Row = [String; 2];
 
 fn row(label: &str, value: impl Into<String>) -> Row {
-    Row {
-        label: label.to_string(),
-        value: value.into(),
-    }
+    [label.to_string(), value.into()]
 }
 
 /// Renders the summary: verdict per checker with what it checked, op counts, availability, latency
@@ -119,7 +111,13 @@ pub fn summary_table(s: &RunSummary) -> String {
     if let Some(dir) = &s.run_dir {
         rows.push(row("run", dir.clone()));
     }
-    let mut table = Table::new(rows);
+    // A header row of two empty names first, as a two-column table has.
+    let mut builder = Builder::default();
+    builder.push_record([String::new(), String::new()]);
+    for r in rows {
+        builder.push_record(r);
+    }
+    let mut table = builder.build();
     table.with(Style::rounded());
     // Drop the empty header row tabled prints for unnamed columns.
     let text = table.to_string();
