@@ -1337,6 +1337,7 @@ mod tests {
     fn of_two_faults_that_each_show_the_bug_the_longer_is_kept() {
         // Either fault alone shows the bug: delta debugging keeps the 3 s one, tried
         // before the 1 s one that comes first, and then halves it while it still fails.
+        // (Trying chunks in time order kept the 1 s one.)
         let mut cluster = FakeCluster::new(&[], 1.0, 15);
         cluster.any_fault = true;
         let mut original = original(0);
@@ -1344,7 +1345,9 @@ mod tests {
         original.plan[0].for_ms = 1000;
         original.plan[1].for_ms = 3000;
         let shrunk = shrink_schedule(&original, &mut cluster, &bounds(), &mut |_| {});
-        assert_eq!(starts(&shrunk.after), [6000]);
+        // the kill of n2 (later steps move it and shorten the run)
+        assert_eq!(shrunk.after.plan.len(), 1);
+        assert_eq!(shrunk.after.plan[0].action, original.plan[1].action);
         assert_eq!(shrunk.after.plan[0].for_ms, 1500);
         let drops: Vec<(String, bool)> = shrunk
             .steps
