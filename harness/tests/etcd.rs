@@ -277,26 +277,7 @@ fn slow_peer_links_slow_every_commit() {
     assert_eq!(support::checker(&results, "linearizable")["valid"], true);
     let ops = support::history(store.path());
     applied_fault(&ops, "start-slow");
-    let (from, to) = (
-        support::nemesis_time(&ops, "start-slow"),
-        support::nemesis_time(&ops, "stop-slow"),
-    );
-    let (slow, before) = support::latencies_inside_and_before(&ops, |f| f == "write", from, to);
-    assert!(
-        slow.len() >= 10 && before.len() >= 10,
-        "too few writes: {} slow, {} before",
-        slow.len(),
-        before.len()
-    );
-    let (slow_ms, before_ms) = (
-        support::median_ms(&slow).unwrap(),
-        support::median_ms(&before).unwrap(),
-    );
-    eprintln!(
-        "writes: median {slow_ms:.1} ms over {} slow, {before_ms:.1} ms over {} before",
-        slow.len(),
-        before.len()
-    );
+    let (slow_ms, before_ms) = support::median_write_ms_inside_and_before(&ops, "slow", "writes");
     // The added round trip is a floor (the proxy never delivers early); the ratio a wide
     // margin over the baseline, whatever the machine's load.
     assert!(slow_ms >= 90.0, "median slowed write {slow_ms:.1} ms");

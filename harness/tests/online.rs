@@ -86,6 +86,32 @@ fn kv_stale_read_stops_the_run_at_the_first_stale_read() {
 }
 
 #[test]
+fn ddp_skip_allreduce_stops_the_run_at_the_first_replica_divergence() {
+    let (code, results, wall) = run_stopping(
+        "ddp",
+        &[
+            "--workload",
+            "train",
+            "--concurrency",
+            "3",
+            "--rate",
+            "0",
+            "--bug",
+            "skip-allreduce",
+            "--nemesis",
+            "none",
+        ],
+    );
+    assert_stopped_early_for(
+        code,
+        &results,
+        wall,
+        "ddp-replicas",
+        Some("replica-divergence"),
+    );
+}
+
+#[test]
 fn txn_dirty_read_stops_the_run_at_the_first_certain_anomaly() {
     let (code, results, wall) = run_stopping(
         "txn",

@@ -307,3 +307,68 @@ fn a_partitioned_sync_standby_stalls_the_primarys_commits_until_healed() {
         "no write committed after the partition healed"
     );
 }
+
+/// Runs `register` on `--nodes 2 --replication sync` at rate 50 for 9 s with the plan's
+/// one fault on n2's link (3 s to 7 s): every commit waits for the standby's apply, so
+/// whatever the link does shows in the writes' latencies. The verdict must be valid.
+fn sync_pair_under(fault: &str) -> (Vec<Value>, tempfile::TempDir) {
+    let plan = support::plan_file(&format!(r#"[{{"at_ms":3000,"for_ms":4000,"f":{fault}}}]"#));
+    let plan_path = plan.path().display().to_string();
+    let (code, results, store) = run_pair(&[
+        "--workload",
+        "register",
+        "--replication",
+        "sync",
+        "--nemesis-plan",
+        &plan_path,
+        "--rate",
+        "50",
+        "--time-limit",
+        "9",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{results:#}");
+    assert_eq!(support::checker(&results, "linearizable")["valid"], true);
+    (support::history(store.path()), store)
+}
+
+/// A slow link to the sync standby: each commit waits for the WAL to reach n2 and its
+/// apply to come back, a round trip through the proxy of at least 2 x 50 ms.
+#[test]
+fn a_slow_link_to_a_sync_standby_slows_every_commit() {
+    if let Some(why) = support::postgres_unavailable() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    let (ops, _store) = sync_pair_under(r#""slow","nodes":["n2"],"delay_ms":50"#);
+    let (slow_ms, before_ms) =
+        support::median_write_ms_inside_and_before(&ops, "slow", "sync commits");
+    // The added round trip is a floor (the proxy never delivers early); the ratio a wide
+    // margin over the baseline, whatever the machine's load.
+    assert!(slow_ms >= 90.0, "median slowed commit {slow_ms:.1} ms");
+    assert!(
+        slow_ms > 2.0 * before_ms,
+        "median slowed commit {slow_ms:.1} ms vs {before_ms:.1} ms before"
+    );
+}
+
+/// Loss on the replication link is packet loss, not cut frames: the proxy holds pieces
+/// of the stream back by retransmission timeouts and drops no byte, so the walreceiver
+/// never reads a broken message, the standby keeps streaming, and sync commits go on
+/// inside the window (a line-dropping proxy let none through: docs/targets/postgres.md).
+#[test]
+fn loss_on_the_standby_link_delays_the_stream_without_breaking_it() {
+    if let Some(why) = support::postgres_unavailable() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    let (ops, store) = sync_pair_under(r#""loss","nodes":["n2"],"fraction":0.1"#);
+    let (lossy_ms, before_ms) =
+        support::median_write_ms_inside_and_before(&ops, "loss", "sync commits");
+    assert!(lossy_ms > 0.0 && before_ms > 0.0);
+    let n2 = std::fs::read_to_string(store.path().join("latest/nodes/n2/node.log")).unwrap();
+    assert!(!n2.contains("lost synchronization"), "{n2}");
+    let n1 = std::fs::read_to_string(store.path().join("latest/nodes/n1/node.log")).unwrap();
+    assert!(!n1.contains("unexpected EOF on standby"), "{n1}");
+}

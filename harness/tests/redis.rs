@@ -222,26 +222,8 @@ fn slow_replica_links_delay_every_acknowledged_write() {
         .find(|op| op["f"] == "start-slow")
         .expect("no start-slow");
     assert!(start["value"].get("error").is_none(), "{start}");
-    let (from, to) = (
-        support::nemesis_time(&ops, "start-slow"),
-        support::nemesis_time(&ops, "stop-slow"),
-    );
-    let (slow, before) = support::latencies_inside_and_before(&ops, |f| f == "write", from, to);
-    assert!(
-        slow.len() >= 10 && before.len() >= 10,
-        "too few writes: {} slow, {} before",
-        slow.len(),
-        before.len()
-    );
-    let (slow_ms, before_ms) = (
-        support::median_ms(&slow).unwrap(),
-        support::median_ms(&before).unwrap(),
-    );
-    eprintln!(
-        "WAIT 1 writes: median {slow_ms:.1} ms over {} slow, {before_ms:.1} ms over {} before",
-        slow.len(),
-        before.len()
-    );
+    let (slow_ms, before_ms) =
+        support::median_write_ms_inside_and_before(&ops, "slow", "WAIT 1 writes");
     // The added round trip is a floor; the ratio a wide margin over the baseline.
     assert!(slow_ms >= 90.0, "median slowed write {slow_ms:.1} ms");
     assert!(

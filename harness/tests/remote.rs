@@ -31,6 +31,79 @@ fn splitbrain(hosts: &Path, store: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// How long one harness run here may take before the test kills it and fails: a run takes
+/// seconds (the longest, 7 s of faults plus setup and checking, well under a minute); the
+/// bound only turns a hang into a failure that says so.
+const RUN_BOUND: Duration = Duration::from_secs(240);
+
+/// A harness process that is killed (and reaped) if the test drops it, e.g. when an
+/// assertion fails while it still runs, so a failed test never leaves a run behind.
+struct Harness(std::process::Child);
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Runs `cmd` to its end and returns what it printed; a run still going after
+/// [`RUN_BOUND`] is killed and the test fails, with its live status and its stderr.
+fn output_bounded(mut cmd: Command, store: &Path) -> std::process::Output {
+    use std::io::Read;
+    let mut child = Harness(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pipe = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let stdout = pipe(Box::new(child.0.stdout.take().unwrap()));
+    let stderr = pipe(Box::new(child.0.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > RUN_BOUND {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let Some(status) = status else {
+        let pid = child.0.id();
+        drop(child);
+        let err = stderr
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_default();
+        let live = std::fs::read_to_string(store.join("latest/live.json")).unwrap_or_default();
+        panic!(
+            "the harness (pid {pid}) was still running after {} s and was killed; live.json: {live}\nstderr:\n{}",
+            RUN_BOUND.as_secs(),
+            String::from_utf8_lossy(&err)
+        );
+    };
+    let read = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default()
+    };
+    std::process::Output {
+        status,
+        stdout: read(stdout),
+        stderr: read(stderr),
+    }
+}
+
 fn assert_clean(bed: &SshTestbed) {
     // sshd's per-connection processes end a moment after the harness's master exits.
     let start = Instant::now();
@@ -63,15 +136,10 @@ fn assert_logs_collected(store: &Path, n: usize) {
 
 /// Starts a 60 s kv run on `bed` (partitions and pauses every 0.5 s, seed `seed`) and
 /// returns it once a fault is in force: a table of rules or a paused node is on a host.
-fn start_kv_until_a_fault(
-    bed: &SshTestbed,
-    store: &Path,
-    seed: &str,
-    stderr: Stdio,
-) -> std::process::Child {
+fn start_kv_until_a_fault(bed: &SshTestbed, store: &Path, seed: &str, stderr: Stdio) -> Harness {
     let hosts = store.join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
-    let mut child = splitbrain(
+    let child = splitbrain(
         &hosts,
         store,
         &[
@@ -91,6 +159,7 @@ fn start_kv_until_a_fault(
     .stderr(stderr)
     .spawn()
     .unwrap();
+    let mut child = Harness(child);
     let start = Instant::now();
     while !nemesis_ops(store)
         .iter()
@@ -100,7 +169,7 @@ fn start_kv_until_a_fault(
             start.elapsed() < Duration::from_secs(30),
             "no fault started"
         );
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(child.0.try_wait().unwrap().is_none(), "the run ended early");
         std::thread::sleep(Duration::from_millis(100));
     }
     child
@@ -112,26 +181,27 @@ fn kv_on_three_hosts_under_partitions_and_kills_is_valid_and_leaves_nothing() {
     let store = tempfile::tempdir().unwrap();
     let hosts = store.path().join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
-    let out = splitbrain(
-        &hosts,
+    let out = output_bounded(
+        splitbrain(
+            &hosts,
+            store.path(),
+            &[
+                "--target",
+                "kv",
+                "--nemesis",
+                "partition,kill",
+                "--nemesis-interval",
+                "1",
+                "--time-limit",
+                "6",
+                "--seed",
+                "3",
+                "--rate",
+                "100",
+            ],
+        ),
         store.path(),
-        &[
-            "--target",
-            "kv",
-            "--nemesis",
-            "partition,kill",
-            "--nemesis-interval",
-            "1",
-            "--time-limit",
-            "6",
-            "--seed",
-            "3",
-            "--rate",
-            "100",
-        ],
-    )
-    .output()
-    .unwrap();
+    );
     let r = results(store.path());
     assert_eq!(
         out.status.code(),
@@ -160,26 +230,27 @@ fn txn_list_append_on_three_hosts_under_partitions_is_valid() {
     let store = tempfile::tempdir().unwrap();
     let hosts = store.path().join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
-    let out = splitbrain(
-        &hosts,
+    let out = output_bounded(
+        splitbrain(
+            &hosts,
+            store.path(),
+            &[
+                "--target",
+                "txn",
+                "--workload",
+                "list-append",
+                "--nemesis",
+                "partition",
+                "--nemesis-interval",
+                "1",
+                "--time-limit",
+                "5",
+                "--seed",
+                "5",
+            ],
+        ),
         store.path(),
-        &[
-            "--target",
-            "txn",
-            "--workload",
-            "list-append",
-            "--nemesis",
-            "partition",
-            "--nemesis-interval",
-            "1",
-            "--time-limit",
-            "5",
-            "--seed",
-            "5",
-        ],
-    )
-    .output()
-    .unwrap();
+    );
     let r = results(store.path());
     assert_eq!(
         out.status.code(),
@@ -213,7 +284,7 @@ fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit
             "2",
         ];
         args.extend_from_slice(extra);
-        let out = splitbrain(&hosts, store.path(), &args).output().unwrap();
+        let out = output_bounded(splitbrain(&hosts, store.path(), &args), store.path());
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert_eq!(out.status.code(), Some(4), "{stderr}");
         assert!(
@@ -261,22 +332,23 @@ fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit
     // uploaded and exits at once: every host is cleaned all the same.
     let hosts = store.path().join("hosts.toml");
     std::fs::write(&hosts, &good).unwrap();
-    let out = splitbrain(
-        &hosts,
+    let out = output_bounded(
+        splitbrain(
+            &hosts,
+            store.path(),
+            &[
+                "--target",
+                "kv",
+                "--nemesis",
+                "kill",
+                "--time-limit",
+                "2",
+                "--target-bin",
+                "/bin/false",
+            ],
+        ),
         store.path(),
-        &[
-            "--target",
-            "kv",
-            "--nemesis",
-            "kill",
-            "--time-limit",
-            "2",
-            "--target-bin",
-            "/bin/false",
-        ],
-    )
-    .output()
-    .unwrap();
+    );
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{e}");
     assert!(
@@ -292,20 +364,19 @@ fn sigint_mid_run_heals_collects_and_leaves_nothing() {
     let store = tempfile::tempdir().unwrap();
     let mut child = start_kv_until_a_fault(&bed, store.path(), "9", Stdio::piped());
     // SAFETY: kill(2) on the child we spawned and have not reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGINT) };
     let start = Instant::now();
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             break s;
         }
         if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
             panic!("the run did not stop within 30 s of SIGINT");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(4), "{stderr}");
     assert_eq!(results(store.path())["incomplete"], "interrupted (SIGINT)");
     let ops = nemesis_ops(store.path());
@@ -329,8 +400,8 @@ fn a_sigkilled_harness_leaves_nothing_on_the_hosts() {
             .any(|l| l.starts_with("process") && l.contains("splitbrain-kv")),
         "no node was running on the hosts: {before:#?}"
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     // No teardown ran: whatever is gone, the hosts' leashes removed.
     assert_clean(&bed);
 }

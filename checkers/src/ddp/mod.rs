@@ -33,6 +33,7 @@
 //! ```
 
 mod checks;
+mod online;
 
 use crate::history::{History, Outcome};
 use crate::verdict::{CheckResult, Checker, Coverage, Validity};
@@ -212,6 +213,14 @@ impl Found {
 impl Checker for DdpChecker {
     fn name(&self) -> String {
         self.check.name().into()
+    }
+
+    /// `ddp-replicas` decides on a prefix: a committed step's record never changes, so
+    /// two reports of it that disagree stay in every longer history (`online.rs`).
+    fn online(&self) -> Option<Box<dyn crate::verdict::OnlineCheck>> {
+        (self.check == DdpCheck::Replicas).then(|| {
+            Box::new(online::OnlineReplicas::default()) as Box<dyn crate::verdict::OnlineCheck>
+        })
     }
 
     fn check(&self, history: &History) -> CheckResult {

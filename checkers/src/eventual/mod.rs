@@ -26,6 +26,7 @@ mod booking;
 mod convergence;
 mod follow;
 mod prefix;
+mod prefix_online;
 mod scan;
 mod session;
 mod set_full;

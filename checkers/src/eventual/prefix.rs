@@ -105,6 +105,12 @@ impl Checker for CommittedPrefixChecker {
         "committed-prefix".into()
     }
 
+    /// Committed positions are final: a read that contradicts an earlier one stays in
+    /// every longer history (`prefix_online.rs`).
+    fn online(&self) -> Option<Box<dyn crate::verdict::OnlineCheck>> {
+        Some(Box::new(super::prefix_online::OnlinePrefix::default()))
+    }
+
     fn check(&self, history: &History) -> CheckResult {
         // Set decoding reads every committed list; a booking's schedule is not needed here.
         let view = View::build(history, EventualDataType::Set, ReadValues::All);

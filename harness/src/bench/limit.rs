@@ -19,33 +19,45 @@ pub enum Generated {
     Cas {
         /// Percentage of ops ending `info`.
         info: f64,
+        /// One `ok` read near the middle returns a value never written (not linearizable).
+        corrupt: bool,
     },
     /// Strict-serializable list-append (1-5 micro-ops, 1000 rotating keys), `size`
-    /// transactions over `processes` processes; with one injected G1c when `g1c`.
+    /// transactions over `processes` processes; with one injected G1c when `g1c`;
+    /// rw-register micro-ops instead of appends when `rw_register`.
     Append {
         /// Client processes.
         processes: usize,
         /// Inject one G1c.
         g1c: bool,
+        /// Writes and register reads instead of appends and list reads.
+        rw_register: bool,
     },
 }
 
 /// Writes the `kind` history of `size` ops or transactions to `path`.
 pub fn generate(path: &Path, kind: Generated, size: usize) -> std::io::Result<()> {
     match kind {
-        Generated::Cas { info } => splitbrain_checkers::linearizability::write_keyed_cas_history(
-            path,
-            1,
-            3 * size,
-            100,
-            50,
-            info / 100.0,
-            false,
-        ),
-        Generated::Append { processes, g1c } => {
+        Generated::Cas { info, corrupt } => {
+            splitbrain_checkers::linearizability::write_keyed_cas_history(
+                path,
+                1,
+                3 * size,
+                100,
+                50,
+                info / 100.0,
+                corrupt,
+            )
+        }
+        Generated::Append {
+            processes,
+            g1c,
+            rw_register,
+        } => {
             let mut cfg =
                 splitbrain_checkers::elle::bench::GenConfig::new(1, size, 1000, processes);
             cfg.g1c = g1c;
+            cfg.rw_register = rw_register;
             splitbrain_checkers::elle::bench::write_list_append_history(path, &cfg)
         }
     }
@@ -350,6 +362,7 @@ mod tests {
             Generated::Append {
                 processes: 10,
                 g1c: true,
+                rw_register: false,
             },
             2000,
         )
@@ -361,6 +374,32 @@ mod tests {
         std::fs::write(&path, format!("{text}{{\"index\": 1,\n")).unwrap();
         assert!(bare_parse(&path, 1).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cas_corrupt_differs_from_cas_by_one_read_of_a_value_never_written() {
+        let dir = std::env::temp_dir().join(format!("sb-limit-cas-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let read = |corrupt: bool| {
+            let path = dir.join(format!("cas-{corrupt}.jsonl"));
+            generate(&path, Generated::Cas { info: 5.0, corrupt }, 2000).unwrap();
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let (valid, corrupt) = (read(false), read(true));
+        let _ = std::fs::remove_dir_all(&dir);
+        let differing: Vec<(&str, &str)> = valid
+            .lines()
+            .zip(corrupt.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(valid.lines().count(), corrupt.lines().count());
+        assert_eq!(differing.len(), 1, "{differing:?}");
+        let line: serde_json::Value = serde_json::from_str(differing[0].1).unwrap();
+        assert_eq!(line["type"], "ok");
+        assert_eq!(line["f"], "read");
+        // The generator writes 1-5 only.
+        let value = line["value"].as_i64().unwrap();
+        assert!(!(1..=5).contains(&value), "{value}");
     }
 
     #[test]

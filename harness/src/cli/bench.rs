@@ -21,9 +21,15 @@ pub(crate) struct BenchArgs {
     file: Option<PathBuf>,
     /// Limit bench: first write FILE with a generator: `cas` (keyed cas-register, `--size`
     /// ops at `--info`'s first rate), `append` (list-append, `--size` transactions over
-    /// `--processes`), `append-g1c` (the same with one injected G1c).
+    /// `--processes`), `append-g1c` (the same with one injected G1c), `rw` and `rw-g1c`
+    /// (rw-register transactions, the same shape), `cas-corrupt` (`cas` with one corrupt
+    /// read near the middle, not linearizable).
     #[arg(long)]
     generate: Option<String>,
+    /// Limit bench: only write FILE with `--generate`, measure nothing (e.g. to feed the
+    /// same history to another checker, `scripts/porcupine-compare.sh`).
+    #[arg(long)]
+    generate_only: bool,
     /// Limit bench: ops or transactions to generate.
     #[arg(long, default_value_t = 1_000_000)]
     size: usize,
@@ -290,15 +296,17 @@ fn limit(a: &BenchArgs) -> anyhow::Result<u8> {
     };
     if let Some(kind) = &a.generate {
         let kind = match kind.as_str() {
-            "cas" => Generated::Cas {
+            "cas" | "cas-corrupt" => Generated::Cas {
                 info: a.info.first().copied().unwrap_or(0.0),
+                corrupt: kind == "cas-corrupt",
             },
-            "append" | "append-g1c" => Generated::Append {
+            "append" | "append-g1c" | "rw" | "rw-g1c" => Generated::Append {
                 processes: a.processes,
-                g1c: kind == "append-g1c",
+                g1c: kind.ends_with("-g1c"),
+                rw_register: kind.starts_with("rw"),
             },
             other => bail!(usage(format!(
-                "--generate: unknown history {other:?}: cas, append or append-g1c"
+                "--generate: unknown history {other:?}: cas, cas-corrupt, append, append-g1c, rw or rw-g1c"
             ))),
         };
         let t = std::time::Instant::now();
@@ -308,6 +316,9 @@ fn limit(a: &BenchArgs) -> anyhow::Result<u8> {
             file.display(),
             t.elapsed().as_secs_f64()
         );
+        if a.generate_only {
+            return Ok(0);
+        }
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let (bytes, read_s) = bl::raw_read(file)?;

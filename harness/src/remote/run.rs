@@ -186,6 +186,9 @@ pub async fn run_remote_test(
     .await
 }
 
+/// A command that does nothing taking longer than this on a host is worth a warning.
+const SLOW_EMPTY_COMMAND: Duration = Duration::from_secs(5);
+
 /// Connects to every host and checks it (nft where network faults are asked for). On
 /// error, the sessions made so far come back to be closed.
 async fn connect_all(
@@ -201,6 +204,18 @@ async fn connect_all(
             Err(e) => return Err((sessions, e)),
         };
         sessions.push(s.clone());
+        // Every remote command pays the login shell's start-up (its rc files run before
+        // the command): say so when that alone is slow, since the run will crawl.
+        let t = Instant::now();
+        if s.run_status(":").await.is_ok() && t.elapsed() > SLOW_EMPTY_COMMAND {
+            eprintln!(
+                "splitbrain: warning: {}: a command that does nothing took {:.1} s there; every \
+                 remote command of the run pays that (the login shell's start-up files, e.g. \
+                 ~/.bashrc, run before each command)",
+                h.label(),
+                t.elapsed().as_secs_f64()
+            );
+        }
         if needs_firewall {
             match firewall::probe(&s).await {
                 Ok(f) => firewalls.push(f),

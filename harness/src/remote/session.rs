@@ -13,6 +13,9 @@ use tokio::sync::oneshot;
 
 /// How long a connection attempt may take before the host counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one remote command may take before it is an error (the longest the harness
+/// runs, a node's stop with its bounded wait, takes seconds).
+const REMOTE_COMMAND_BOUND: Duration = Duration::from_secs(120);
 /// A master left by a harness that died exits after this long without sessions.
 const MASTER_IDLE_S: usize = 30;
 
@@ -78,13 +81,21 @@ impl HostSession {
 
     /// Runs `script` with `sh -c` on the host; its exit status and output.
     pub async fn run_status(&self, script: &str) -> Result<std::process::Output, RemoteError> {
-        self.session
-            .command("sh")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .await
-            .map_err(|e| self.lost(e))
+        // Bounded: a command whose channel never closes must not hang the whole run.
+        let mut cmd = self.session.command("sh");
+        cmd.arg("-c").arg(script);
+        match tokio::time::timeout(REMOTE_COMMAND_BOUND, cmd.output()).await {
+            Ok(out) => out.map_err(|e| self.lost(e)),
+            Err(_) => Err(RemoteError::Command {
+                host: self.host.label(),
+                what: "a remote command".into(),
+                detail: format!(
+                    "no answer within {} s: {}",
+                    REMOTE_COMMAND_BOUND.as_secs(),
+                    script.lines().last().unwrap_or("").trim()
+                ),
+            }),
+        }
     }
 
     /// Runs `script` (`what` names it in errors) and returns its stdout; a non-zero exit

@@ -123,9 +123,14 @@ impl NetworkLayout {
         } else {
             &[]
         };
+        let loss_mode = match target.peer_streams_are_binary() {
+            true => splitbrain_nemesis::proxy::LossMode::Retransmit,
+            false => splitbrain_nemesis::proxy::LossMode::Lines,
+        };
         let mesh = crate::run::mesh::start_mesh_with_clients(
             &peer_targets,
             proxied_clients,
+            loss_mode,
             faults_wanted,
         )
         .await?;

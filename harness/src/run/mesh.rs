@@ -3,8 +3,8 @@
 //! asks for client-link faults, each node's client port is fronted by a proxy as well,
 //! and the test's clients dial that.
 
-use splitbrain_nemesis::proxy::ProxyMesh;
-use std::net::SocketAddr;
+use splitbrain_nemesis::proxy::{LossMode, ProxyMesh};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 /// Starts the mesh in front of the nodes' peer listeners, when `wanted` (faults
@@ -13,21 +13,29 @@ pub async fn start_mesh(
     peer_targets: &[SocketAddr],
     wanted: bool,
 ) -> anyhow::Result<Option<Arc<ProxyMesh>>> {
-    start_mesh_with_clients(peer_targets, &[], wanted).await
+    start_mesh_with_clients(peer_targets, &[], LossMode::Lines, wanted).await
 }
 
 /// Like [`start_mesh`], also fronting each node's client port (`client_targets[i]`, or
-/// none if empty) with a proxy; then clients must dial [`client_addrs`].
+/// none if empty) with a proxy; then clients must dial [`client_addrs`]. `loss_mode`
+/// says what loss does on the peer links.
 pub async fn start_mesh_with_clients(
     peer_targets: &[SocketAddr],
     client_targets: &[SocketAddr],
+    loss_mode: LossMode,
     wanted: bool,
 ) -> anyhow::Result<Option<Arc<ProxyMesh>>> {
     if !wanted || (peer_targets.len() < 2 && client_targets.is_empty()) {
         return Ok(None);
     }
-    let mesh =
-        ProxyMesh::start_with_clients(peer_targets.to_vec(), client_targets.to_vec(), 0).await?;
+    let mesh = ProxyMesh::start_with(
+        Ipv4Addr::LOCALHOST.into(),
+        peer_targets.to_vec(),
+        client_targets.to_vec(),
+        0,
+        loss_mode,
+    )
+    .await?;
     Ok(Some(Arc::new(mesh)))
 }
 

@@ -22,7 +22,16 @@
 //!   or go negative, stays in the history; each tick checks only the new reads (beside
 //!   one reference read for the total).
 //!
-//! Every other checker (convergence, set-full, DDP ...) waits for the final check.
+//! - `ddp-replicas`, incrementally (the checkers crate's `ddp/online.rs`): two reports
+//!   of one committed step naming different parameter digests (`replica-divergence`) or
+//!   members, or a rank reporting a step of a group it was not in; a committed step's
+//!   record never changes, so no later report repairs it.
+//! - `committed-prefix` (Bayou), incrementally (`eventual/prefix_online.rs`): a read whose
+//!   committed list names another element at a position an earlier read showed, or one
+//!   element twice; commit order is final, so no later read repairs it.
+//!
+//! Every other checker (convergence, set-full, session guarantees, booking, the other
+//! DDP checks ...) waits for the final check.
 //! The checking runs on its own thread, one prefix at a time: a tick that is still running
 //! when the next is due makes that one skip, and each check is bounded in time, so it
 //! takes at most about half of one core from the run.
@@ -48,15 +57,27 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 const CHECK_BOUND: Duration = Duration::from_secs(3);
 
 /// The checkers that decide on a prefix of the history (see the module docs).
-pub const ONLINE_CHECKERS: [&str; 4] = [
+pub const ONLINE_CHECKERS: [&str; 6] = [
     "linearizable",
     "elle-list-append",
     "elle-rw-register",
     "bank",
+    "ddp-replicas",
+    "committed-prefix",
 ];
 
 /// Anomaly types of `bank` that a completed read shows for good.
 const BANK_ANOMALIES: [&str; 2] = ["wrong-total", "negative-value"];
+
+/// Anomaly types of `ddp-replicas`, each shown by reports of committed steps.
+const DDP_ANOMALIES: [&str; 3] = [
+    "replica-divergence",
+    "member-divergence",
+    "non-member-report",
+];
+
+/// Anomaly types of `committed-prefix`, each shown by one or two completed reads.
+const PREFIX_ANOMALIES: [&str; 2] = ["committed-prefix-changed", "committed-duplicate"];
 
 /// An Elle anomaly class that later operations cannot take away, once every transaction
 /// it names has completed: a cycle among transactions (its edges come from completed
@@ -74,7 +95,11 @@ pub fn monotone_elle_anomaly(anomaly: &str) -> bool {
 /// True when the online checker can find `name` (a checker or an anomaly type), so that
 /// a run may wait for it before it stops early (`suite`'s cells).
 pub fn decides_online(name: &str) -> bool {
-    ONLINE_CHECKERS.contains(&name) || BANK_ANOMALIES.contains(&name) || monotone_elle_anomaly(name)
+    ONLINE_CHECKERS.contains(&name)
+        || BANK_ANOMALIES.contains(&name)
+        || DDP_ANOMALIES.contains(&name)
+        || PREFIX_ANOMALIES.contains(&name)
+        || monotone_elle_anomaly(name)
 }
 
 /// One anomaly found online.
@@ -132,8 +157,10 @@ pub struct OnlineOutcome {
 
 /// What online checking holds between ticks; none of it is a copy of the history.
 ///
-/// - `linearizable`: the checker's [`OnlineCheck`], fed every new op once: per key, the
-///   ops since its last quiet point and a summary of what came before.
+/// - `linearizable`, `ddp-replicas`, `committed-prefix`: the checker's [`OnlineCheck`],
+///   fed every new op once: per key, the ops since its last quiet point and a summary of
+///   what came before; per DDP step, its first report; per Bayou key, its committed
+///   positions.
 /// - `bank`: one reference read (the first ok read with every balance) and the invokes
 ///   still pending; each tick checks those with the new ops only (its anomalies are
 ///   properties of single reads, or of two reads' totals).
@@ -143,7 +170,8 @@ pub struct OnlineOutcome {
 ///   about twice the final one.
 pub struct Online {
     checkers: Vec<Box<dyn Checker>>,
-    lin: Option<Box<dyn OnlineCheck>>,
+    /// The checkers fed op by op ([`Checker::online`]), by name.
+    incremental: Vec<(String, Box<dyn OnlineCheck>)>,
     /// The bank reference read (invoke, completion), when one has been seen.
     bank_reference: Option<[Op; 2]>,
     /// Client invokes not yet completed, by process (for bank's next tick).
@@ -168,13 +196,13 @@ impl Online {
             .into_iter()
             .filter(|c| ONLINE_CHECKERS.contains(&c.name().as_str()))
             .collect();
-        let lin = checkers
+        let incremental = checkers
             .iter()
-            .find(|c| c.name() == "linearizable")
-            .and_then(|c| c.online());
+            .filter_map(|c| Some((c.name(), c.online()?)))
+            .collect();
         Online {
             checkers,
-            lin,
+            incremental,
             bank_reference: None,
             pending: HashMap::new(),
             recorded: 0,
@@ -195,7 +223,10 @@ impl Online {
     /// History ops held (the undecided linearizability segments, the bank's reference
     /// read and the pending invokes).
     pub fn held_ops(&self) -> usize {
-        self.lin.as_ref().map_or(0, |l| l.held_ops())
+        self.incremental
+            .iter()
+            .map(|(_, c)| c.held_ops())
+            .sum::<usize>()
             + self.pending.len()
             + if self.bank_reference.is_some() { 2 } else { 0 }
     }
@@ -264,20 +295,32 @@ impl Online {
                 }
             }
         }
-        // Linearizability: every new op once, moved in.
-        if let Some(lin) = self
-            .lin
-            .as_mut()
-            .filter(|_| !known.contains("linearizable"))
-        {
-            let mut first: Option<CheckResult> = None;
+        // Incremental checks: every new op once (moved into the last).
+        let mut active: Vec<&mut (String, Box<dyn OnlineCheck>)> = self
+            .incremental
+            .iter_mut()
+            .filter(|(name, _)| !known.contains(name))
+            .collect();
+        if let Some(((last_name, last), rest)) = active.split_last_mut() {
+            let mut first: Vec<Option<CheckResult>> = vec![None; rest.len() + 1];
             for op in new {
-                if let Some(r) = lin.push(op) {
-                    first.get_or_insert(r);
+                for (i, (_, c)) in rest.iter_mut().enumerate() {
+                    if let Some(r) = c.push(op.clone()) {
+                        first[i].get_or_insert(r);
+                    }
+                }
+                if let Some(r) = last.push(op) {
+                    first[rest.len()].get_or_insert(r);
                 }
             }
-            if let Some(r) = first {
-                note("linearizable".into(), &r, &HashSet::new());
+            let names = rest
+                .iter()
+                .map(|(n, _)| n.clone())
+                .chain([last_name.clone()]);
+            for (name, r) in names.zip(first) {
+                if let Some(r) = r {
+                    note(name, &r, &HashSet::new());
+                }
             }
         }
         let elle_due = self.recorded < ELLE_EVERY_TICK_BELOW
@@ -354,6 +397,18 @@ pub fn certain_anomalies(result: &CheckResult, pending: &HashSet<u64>) -> Option
     match result.checker.as_str() {
         // Decided segment by segment, over-approximating what came before.
         "linearizable" => Some(Vec::new()),
+        // Reports of committed steps, and committed lists, which never change.
+        "ddp-replicas" | "committed-prefix" => {
+            let found: Vec<String> = result
+                .anomaly_types
+                .iter()
+                .filter(|t| {
+                    DDP_ANOMALIES.contains(&t.as_str()) || PREFIX_ANOMALIES.contains(&t.as_str())
+                })
+                .cloned()
+                .collect();
+            (!found.is_empty()).then_some(found)
+        }
         "bank" => {
             let found: Vec<String> = result
                 .anomaly_types

@@ -428,3 +428,40 @@ fn linearizability_online_is_confirmed_by_the_whole_history() {
 fn elle_online_is_confirmed_by_the_whole_history() {
     online_is_confirmed_by_the_whole((0..40).map(buggy_append_history), elle);
 }
+
+#[test]
+fn ddp_replica_divergence_is_found_online_and_the_other_ddp_checks_wait() {
+    use splitbrain_checkers::ddp::{ddp_checkers, DdpOptions};
+    let rec = |rank: u64, step: u64, digest: &str| json!({"rank": rank, "step": step, "epoch": 0, "digest": digest, "samples": [rank * 100 + step]});
+    let mut ops = Vec::new();
+    for (rank, step, digest) in [(0, 1, "a"), (1, 1, "a"), (0, 2, "b"), (1, 2, "b")] {
+        ops.push(op(rank, OpType::Invoke, "step", None, json!(null)));
+        ops.push(op(rank, OpType::Ok, "step", None, rec(rank, step, digest)));
+    }
+    let agreeing = indexed(ops.clone());
+    let o = Online::new(ddp_checkers(&DdpOptions::default()));
+    assert_eq!(o.len(), 1, "only ddp-replicas decides online");
+    assert!(online(&agreeing, ddp_checkers(&DdpOptions::default())).is_empty());
+    ops.push(op(0, OpType::Invoke, "step", None, json!(null)));
+    ops.push(op(0, OpType::Ok, "step", None, rec(0, 3, "c")));
+    ops.push(op(1, OpType::Invoke, "step", None, json!(null)));
+    ops.push(op(1, OpType::Ok, "step", None, rec(1, 3, "d")));
+    let divergent = indexed(ops);
+    let found = online(&divergent, ddp_checkers(&DdpOptions::default()));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].checker, "ddp-replicas");
+    assert_eq!(found[0].anomaly_types, ["replica-divergence"]);
+    assert_eq!(found[0].what, "replica-divergence");
+    let whole: Vec<CheckResult> = ddp_checkers(&DdpOptions::default())
+        .iter()
+        .map(|c| c.check(&History::new(divergent.clone()).unwrap()))
+        .collect();
+    let outcome = OnlineOutcome {
+        findings: found,
+        stopped_early: None,
+    };
+    let (_, disagreement) = first_known(&whole, &outcome, 1.0);
+    assert!(disagreement.is_none(), "{disagreement:?}");
+    assert!(decides_online("ddp-replicas") && decides_online("replica-divergence"));
+    assert!(!decides_online("ddp-data") && !decides_online("ddp-reference"));
+}

@@ -312,8 +312,8 @@ expect = "invalid"
             "--stop-on-anomaly --stop-when-found wrong-total",
             // lost-appends needs the last reads: only the final check tells.
             "",
-            // The set workload's checkers all wait for the final reads.
-            "",
+            // The set workload's committed-prefix decides online (any anomaly stops).
+            "--stop-on-anomaly",
             "--stop-on-anomaly",
         ]
     );

@@ -289,6 +289,14 @@ pub trait Target: Send + Sync {
     fn peers_dial_the_client_port(&self) -> bool {
         false
     }
+    /// True when what the nodes send each other over the proxy mesh on loopback is a
+    /// binary stream, not JSON lines (PostgreSQL's replication protocol): `loss` on those
+    /// links then drops no byte and holds the stream up by retransmission timeouts
+    /// instead (`splitbrain_nemesis::proxy::LossMode::Retransmit`), since dropping
+    /// "lines" of it would cut its frames in two.
+    fn peer_streams_are_binary(&self) -> bool {
+        false
+    }
     /// For a target on [`NodeNetwork::Namespaces`]: the ports its members dial each other
     /// at (etcd: the peer port; Redis: the server's and the sentinel's). In a run with
     /// faults every such connection is routed through the proxy mesh

@@ -338,3 +338,27 @@ pub fn latencies_inside_and_before(
         .collect();
     (inside, before)
 }
+
+/// The median latency (ms) of the ok writes invoked while fault `fault` was on (between
+/// the history's `start-<fault>` and `stop-<fault>`) and of those invoked before it,
+/// printed with their counts under `label`; panics with fewer than 10 writes in either.
+pub fn median_write_ms_inside_and_before(ops: &[Value], fault: &str, label: &str) -> (f64, f64) {
+    let (from, to) = (
+        nemesis_time(ops, &format!("start-{fault}")),
+        nemesis_time(ops, &format!("stop-{fault}")),
+    );
+    let (inside, before) = latencies_inside_and_before(ops, |f| f == "write", from, to);
+    assert!(
+        inside.len() >= 10 && before.len() >= 10,
+        "too few writes: {} during {fault}, {} before",
+        inside.len(),
+        before.len()
+    );
+    let (inside_ms, before_ms) = (median_ms(&inside).unwrap(), median_ms(&before).unwrap());
+    eprintln!(
+        "{label}: median {inside_ms:.1} ms over {} during {fault}, {before_ms:.1} ms over {} before",
+        inside.len(),
+        before.len()
+    );
+    (inside_ms, before_ms)
+}

@@ -14,13 +14,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{Link, LinkState};
+use super::{Link, LinkState, LossMode, RTO_MAX_BACKOFFS, RTO_MIN};
 use crate::network::{CutMode, FlowFaults};
 
 /// Read size per chunk.
 const CHUNK: usize = 16 * 1024;
 /// Chunks queued per direction (delay in flight, or stalled) before the reader waits.
 const QUEUE: usize = 64;
+/// Bytes per packet a [`LossMode::Retransmit`] piece is counted in (an Ethernet MSS).
+const MSS: usize = 1448;
 /// How long the proxy waits to reach the real node.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -148,6 +150,7 @@ async fn serve(client: TcpStream, link: Arc<Link>, id: u64, mut shutdown: watch:
         client_r,
         up_w,
         Dir::Forward,
+        link.loss_mode,
         link.state.subscribe(),
         ChaCha8Rng::seed_from_u64(seed),
         reset_tx.clone(),
@@ -157,6 +160,7 @@ async fn serve(client: TcpStream, link: Arc<Link>, id: u64, mut shutdown: watch:
         up_r,
         client_w,
         Dir::Backward,
+        link.loss_mode,
         link.state.subscribe(),
         ChaCha8Rng::seed_from_u64(seed ^ 1),
         reset_tx,
@@ -165,10 +169,12 @@ async fn serve(client: TcpStream, link: Arc<Link>, id: u64, mut shutdown: watch:
     tokio::join!(forward, backward);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn pump(
     src: OwnedReadHalf,
     dst: OwnedWriteHalf,
     dir: Dir,
+    loss_mode: LossMode,
     state: watch::Receiver<LinkState>,
     rng: ChaCha8Rng,
     reset_tx: Arc<watch::Sender<bool>>,
@@ -183,7 +189,7 @@ async fn pump(
     };
     let (reader_state, reader_stop) = (state.clone(), stop.clone());
     let reader = async {
-        let r = read_side(src, tx, dir, reader_state, rng, reader_stop).await;
+        let r = read_side(src, tx, dir, loss_mode, reader_state, rng, reader_stop).await;
         raise(&r.0);
         r
     };
@@ -261,10 +267,34 @@ fn sample_delay(f: &FlowFaults, rng: &mut ChaCha8Rng) -> Duration {
     Duration::from_secs_f64(d.max(0.0))
 }
 
+/// How long a [`LossMode::Retransmit`] piece of `len` bytes is held back for lost packets:
+/// zero if none of its ceil(len / MSS) packets is lost, else [`RTO_MIN`] doubled once per
+/// lost retransmission (each lost with probability `loss` too), at most
+/// [`RTO_MAX_BACKOFFS`] times.
+fn retransmit_wait(len: usize, loss: f64, rng: &mut ChaCha8Rng) -> Duration {
+    if loss <= 0.0 {
+        return Duration::ZERO;
+    }
+    let packets = len.div_ceil(MSS).max(1);
+    if !(0..packets).any(|_| rng.gen::<f64>() < loss) {
+        return Duration::ZERO;
+    }
+    let (mut wait, mut rto) = (RTO_MIN, RTO_MIN);
+    for _ in 0..RTO_MAX_BACKOFFS {
+        if rng.gen::<f64>() >= loss {
+            break;
+        }
+        rto *= 2;
+        wait += rto;
+    }
+    wait
+}
+
 async fn read_side(
     mut src: OwnedReadHalf,
     tx: mpsc::Sender<(Instant, Vec<u8>)>,
     dir: Dir,
+    loss_mode: LossMode,
     mut state: watch::Receiver<LinkState>,
     mut rng: ChaCha8Rng,
     mut stop: Stop,
@@ -290,17 +320,23 @@ async fn read_side(
             return (end, src);
         }
         let faults = dir.of(&state.borrow()).clone();
-        let data = filter(
-            &buf[..n],
-            faults.loss,
-            &mut rng,
-            &mut dropping,
-            &mut line_start,
-        );
+        let (data, held) = match loss_mode {
+            LossMode::Lines => {
+                let kept = filter(
+                    &buf[..n],
+                    faults.loss,
+                    &mut rng,
+                    &mut dropping,
+                    &mut line_start,
+                );
+                (kept, Duration::ZERO)
+            }
+            LossMode::Retransmit => (buf[..n].to_vec(), retransmit_wait(n, faults.loss, &mut rng)),
+        };
         if data.is_empty() {
             continue;
         }
-        let due = (Instant::now() + sample_delay(&faults, &mut rng)).max(last_due);
+        let due = (Instant::now() + sample_delay(&faults, &mut rng) + held).max(last_due);
         last_due = due;
         tokio::select! {
             r = tx.send((due, data)) => if r.is_err() { return (Outcome::Done, src) },
@@ -357,5 +393,38 @@ async fn write_side(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retransmitted_piece_waits_whole_timeouts_and_no_loss_waits_nothing() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        assert_eq!(retransmit_wait(16 * 1024, 0.0, &mut rng), Duration::ZERO);
+        // every packet lost: the longest backoff, 200 + 400 + ... + 6400 ms
+        let worst = retransmit_wait(100, 1.0, &mut rng);
+        assert_eq!(
+            worst,
+            Duration::from_millis(200 + 400 + 800 + 1600 + 3200 + 6400)
+        );
+        // otherwise a sum of doubling timeouts: 0, 200, 600, 1400, ...
+        let allowed: Vec<Duration> = (0..=RTO_MAX_BACKOFFS + 1)
+            .map(|k| RTO_MIN * ((1u32 << k) - 1))
+            .collect();
+        let waits: Vec<Duration> = (0..2000)
+            .map(|_| retransmit_wait(MSS, 0.3, &mut rng))
+            .collect();
+        assert!(waits.iter().all(|w| allowed.contains(w)), "{waits:?}");
+        let held = waits.iter().filter(|w| !w.is_zero()).count();
+        // one packet each: about 30% held (binomial, 2000 draws: sd about 1%)
+        assert!((500..700).contains(&held), "{held} of 2000 held");
+        // a piece of many packets is held far more often than a one-packet piece
+        let big = (0..2000)
+            .filter(|_| !retransmit_wait(16 * MSS, 0.3, &mut rng).is_zero())
+            .count();
+        assert!(big > 1900, "{big} of 2000 sixteen-packet pieces held");
     }
 }

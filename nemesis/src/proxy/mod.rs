@@ -13,11 +13,15 @@
 //! dial the proxy, and a client-link fault (`NetFaults::client_mut`) applies to the
 //! node's answers, e.g. "node 3 answers its clients 50 ms late".
 //!
-//! Loss drops whole newline-terminated messages (the bundled targets speak JSON lines), so
-//! a lossy link loses messages without corrupting the framing of the ones that get through.
-//! On a binary protocol (PostgreSQL's replication, etcd's protobuf, RESP's bulk strings)
-//! it cuts frames in two and the receiver drops the connection; namespaced nodes get real
-//! packet loss instead ([`crate::netns_mesh`]).
+//! Loss, by default ([`LossMode::Lines`]), drops whole newline-terminated messages (the
+//! bundled targets speak JSON lines), so a lossy link loses messages without corrupting
+//! the framing of the ones that get through. On a binary protocol (PostgreSQL's
+//! replication, etcd's protobuf, RESP's bulk strings) that would cut frames in two and
+//! the receiver would drop the connection. Such a stream takes [`LossMode::Retransmit`]
+//! instead: nothing is dropped, and a piece of the stream that a lost packet would have
+//! held up waits out a retransmission timeout, as TCP makes the receiver wait on a lossy
+//! network (see [`LossMode`]). Namespaced nodes get real packet loss instead
+//! ([`crate::netns_mesh`]).
 
 mod conn;
 
@@ -42,6 +46,30 @@ pub(crate) struct LinkState {
     pub(crate) backward: FlowFaults,
 }
 
+/// What `loss` does on a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LossMode {
+    /// Drops `loss` of the newline-terminated messages (JSON-lines protocols).
+    #[default]
+    Lines,
+    /// Drops no byte: TCP over a lossy network, seen from the receiving application. Each
+    /// piece the proxy reads stands for ceil(len / 1448) packets (a loopback-sized MSS of
+    /// an Ethernet path), each lost with probability `loss`; a piece with a lost packet is
+    /// held back [`RTO_MIN`] (Linux's minimum retransmission timeout), doubled for each
+    /// further loss of the retransmission (at most [`RTO_MAX_BACKOFFS`] doublings), and
+    /// everything after it waits too (a receiver cannot read past a hole). Not modelled:
+    /// the sender's congestion window shrinking, fast retransmit after three duplicate
+    /// acknowledgements (which repairs a hole in about one round trip when more data
+    /// follows); so stalls are as long as a lone lost packet's, the worst case.
+    Retransmit,
+}
+
+/// The retransmission timeout a piece of a [`LossMode::Retransmit`] stream waits per loss:
+/// Linux's TCP_RTO_MIN, what a path with a sub-millisecond round trip gets.
+pub const RTO_MIN: Duration = Duration::from_millis(200);
+/// The most times a retransmission timeout doubles for one piece.
+pub const RTO_MAX_BACKOFFS: u32 = 5;
+
 /// One directed link's proxy.
 pub(crate) struct Link {
     pub(crate) listen: SocketAddr,
@@ -50,6 +78,8 @@ pub(crate) struct Link {
     /// Base seed for the link's loss and jitter randomness.
     pub(crate) seed: u64,
     pub(crate) connections: AtomicU64,
+    /// What loss does on this link.
+    pub(crate) loss_mode: LossMode,
 }
 
 /// One TCP proxy per directed link between `n` nodes, with fault controls.
@@ -101,6 +131,18 @@ impl ProxyMesh {
         clients: Vec<SocketAddr>,
         seed: u64,
     ) -> Result<ProxyMesh, NemesisError> {
+        ProxyMesh::start_with(bind, targets, clients, seed, LossMode::Lines).await
+    }
+
+    /// Like [`ProxyMesh::start_on`], with what loss does on the peer links (client links
+    /// carry only delays).
+    pub async fn start_with(
+        bind: IpAddr,
+        targets: Vec<SocketAddr>,
+        clients: Vec<SocketAddr>,
+        seed: u64,
+        loss_mode: LossMode,
+    ) -> Result<ProxyMesh, NemesisError> {
         let n = targets.len();
         let (shutdown, _) = watch::channel(false);
         let live_connections = Arc::new(AtomicUsize::new(0));
@@ -113,8 +155,15 @@ impl ProxyMesh {
                     continue;
                 }
                 let link_seed = seed ^ ((from * n + to) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                let (link, task) =
-                    spawn_link(bind, target, link_seed, &shutdown, &live_connections).await?;
+                let (link, task) = spawn_link(
+                    bind,
+                    target,
+                    link_seed,
+                    loss_mode,
+                    &shutdown,
+                    &live_connections,
+                )
+                .await?;
                 accept_tasks.push(task);
                 links.push(Some(link));
             }
@@ -122,8 +171,15 @@ impl ProxyMesh {
         let mut client_links = Vec::with_capacity(clients.len());
         for (i, &target) in clients.iter().enumerate() {
             let link_seed = seed ^ ((n * n + i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let (link, task) =
-                spawn_link(bind, target, link_seed, &shutdown, &live_connections).await?;
+            let (link, task) = spawn_link(
+                bind,
+                target,
+                link_seed,
+                LossMode::Lines,
+                &shutdown,
+                &live_connections,
+            )
+            .await?;
             accept_tasks.push(task);
             client_links.push(link);
         }
@@ -240,7 +296,8 @@ impl ProxyMesh {
         });
     }
 
-    /// Drops `fraction` (0..=1) of the newline-terminated messages `from` sends to `to`.
+    /// Loses `fraction` (0..=1) of what `from` sends to `to`: newline-terminated messages,
+    /// or packets whose retransmission holds the stream up ([`LossMode`]).
     pub fn set_loss(&self, from: usize, to: usize, fraction: f64) {
         self.update(|f| f.flow_mut(from, to).loss = fraction.clamp(0.0, 1.0));
     }
@@ -286,6 +343,7 @@ async fn spawn_link(
     bind: IpAddr,
     target: SocketAddr,
     seed: u64,
+    loss_mode: LossMode,
     shutdown: &watch::Sender<bool>,
     live: &Arc<AtomicUsize>,
 ) -> Result<(Arc<Link>, JoinHandle<()>), NemesisError> {
@@ -296,6 +354,7 @@ async fn spawn_link(
         state: watch::channel(LinkState::default()).0,
         seed,
         connections: AtomicU64::new(0),
+        loss_mode,
     });
     let task = tokio::spawn(conn::accept_loop(
         listener,

@@ -41,15 +41,7 @@ pub fn missing(what: &str, package: &str) -> String {
 
 /// The account to run the server as: none unless the harness is root, then `mysql`.
 pub fn os_user() -> Result<Option<RunAs>, String> {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
-    }
-    sql::lookup_user(OS_USER).map(Some).ok_or_else(|| {
-        format!(
-            "the harness runs as root, which MariaDB refuses, and there is no OS user `{OS_USER}` to run it as (the Debian package mariadb-server creates it)"
-        )
-    })
+    sql::run_as_if_root(OS_USER, "MariaDB", "mariadb-server")
 }
 
 /// A node's work directory in the system's temporary directory: the option file, the

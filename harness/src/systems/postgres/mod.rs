@@ -285,6 +285,11 @@ impl Target for PostgresTarget {
         true
     }
 
+    fn peer_streams_are_binary(&self) -> bool {
+        // WAL streams in CopyData messages of the binary replication protocol.
+        true
+    }
+
     fn signal_process_tree(&self) -> bool {
         // A postmaster's backends serve the open connections: a pause must stop them
         // too, and a kill must not leave them holding the shared memory the restarted

@@ -1,16 +1,16 @@
 //! Starting PostgreSQL: where its programs are, the OS account it runs as, each node's
 //! work directory (data and socket) outside the run store, `initdb` for the primary and
-//! `pg_basebackup` for a standby, and removing what
-//! a run left (the work directory, the System V shared memory segment of a killed
-//! postmaster).
+//! `pg_basebackup` for a standby, and removing what a run left (the work directory, the
+//! System V shared memory segment of a killed postmaster). The account lookup, the work
+//! directory's name and running a setup program into the node's log are the SQL
+//! targets' shared code (`systems::sql::server`), as MariaDB uses them.
 
 use super::session::{connect, SUPERUSER};
 use crate::run::node_layout::{NodeLayout, RunAs};
-use std::hash::{Hash, Hasher};
+use crate::systems::sql::{open_log, run_as_if_root, run_logged, short_work_dir};
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 /// Where Debian's `postgresql-15` package installs the server programs.
@@ -42,40 +42,7 @@ pub fn missing_program(name: &str) -> String {
 
 /// The account to run the server as: none unless the harness is root, then `postgres`.
 pub fn run_as() -> Result<Option<RunAs>, String> {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
-    }
-    lookup_user(OS_USER).map(Some).ok_or_else(|| {
-        format!(
-            "the harness runs as root, which PostgreSQL refuses, and there is no OS user `{OS_USER}` to run it as (the Debian package postgresql creates it)"
-        )
-    })
-}
-
-/// The account `name` from the system's user database.
-fn lookup_user(name: &str) -> Option<RunAs> {
-    let cname = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: an all-zero passwd is a valid value of a plain C struct; getpwnam_r fills it.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is to live memory of the given size; the strings getpwnam_r
-    // writes into `buf` are not read after it.
-    let rc = unsafe {
-        libc::getpwnam_r(
-            cname.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    (rc == 0 && !result.is_null()).then(|| RunAs {
-        name: name.to_string(),
-        uid: pwd.pw_uid,
-        gid: pwd.pw_gid,
-    })
+    run_as_if_root(OS_USER, "PostgreSQL", "postgresql")
 }
 
 /// A node's work directory: the data directory and the Unix socket directory. It lives
@@ -92,10 +59,8 @@ pub struct WorkDir {
 impl WorkDir {
     /// The work directory of the node whose run data directory is `data_dir`.
     pub fn for_node(data_dir: &Path) -> WorkDir {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        data_dir.hash(&mut h);
         WorkDir {
-            root: std::env::temp_dir().join(format!("splitbrain-pg-{:016x}", h.finish())),
+            root: short_work_dir("splitbrain-pg", data_dir),
         }
     }
 
@@ -147,7 +112,7 @@ pub async fn prepare(layout: &NodeLayout, user: Option<&RunAs>) -> Result<(), St
     ]);
     // No --no-sync: otherwise the first crash recovery, which fsyncs the whole data
     // directory before redo, writes initdb's files back and takes seconds.
-    run_logged(cmd, &initdb, layout, user).await
+    run_logged(cmd, &initdb, layout, user, PREPARE_BOUND).await
 }
 
 /// Makes standby `layout`'s work directory and fills it with `pg_basebackup -R` from
@@ -183,7 +148,7 @@ pub async fn prepare_standby(
         .arg(&layout.name)
         .arg("--checkpoint=fast");
     // No --no-sync: the copy is fsync'd before the standby starts, as initdb's files are.
-    run_logged(cmd, &basebackup, layout, user).await
+    run_logged(cmd, &basebackup, layout, user, PREPARE_BOUND).await
 }
 
 /// The connection string a standby named `name` streams from `primary` with.
@@ -206,53 +171,6 @@ fn begin_work_dir(layout: &NodeLayout, user: Option<&RunAs>) -> Result<WorkDir, 
     std::io::Write::write_all(&mut &open_log(layout)?, note.as_bytes())
         .map_err(|e| format!("writing {}: {e}", layout.log_file.display()))?;
     Ok(work)
-}
-
-/// Node `layout`'s log, opened for appending (its directory made if need be).
-fn open_log(layout: &NodeLayout) -> Result<std::fs::File, String> {
-    if let Some(dir) = layout.log_file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&layout.log_file)
-        .map_err(|e| format!("opening {}: {e}", layout.log_file.display()))
-}
-
-/// Runs `cmd` (the program at `program`) as `user`, its output appended to node
-/// `layout`'s log, bounded by [`PREPARE_BOUND`].
-async fn run_logged(
-    mut cmd: tokio::process::Command,
-    program: &Path,
-    layout: &NodeLayout,
-    user: Option<&RunAs>,
-) -> Result<(), String> {
-    let log = open_log(layout)?;
-    cmd.current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log)
-        .kill_on_drop(true);
-    if let Some(u) = user {
-        cmd.uid(u.uid).gid(u.gid);
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", program.display()))?;
-    match tokio::time::timeout(PREPARE_BOUND, child.wait()).await {
-        Ok(Ok(status)) if status.success() => Ok(()),
-        Ok(Ok(status)) => Err(format!(
-            "{} exited with {status}; see {}",
-            program.display(),
-            layout.log_file.display()
-        )),
-        Ok(Err(e)) => Err(format!("waiting for {}: {e}", program.display())),
-        Err(_) => Err(format!(
-            "{} did not finish within {PREPARE_BOUND:?}",
-            program.display()
-        )),
-    }
 }
 
 /// Removes node `layout`'s work directory and, first, the System V shared memory

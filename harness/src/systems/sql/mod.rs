@@ -20,7 +20,7 @@ mod statement_log;
 mod steps;
 
 pub use client::{SqlClient, Stage};
-pub use server::{chown_tree, lookup_user, open_log, run_logged, short_work_dir};
+pub use server::{chown_tree, lookup_user, open_log, run_as_if_root, run_logged, short_work_dir};
 pub use session::{
     answer_result, error_result, perform, simple_result, ErrorKind, SqlError, SqlServer, SqlSession,
 };

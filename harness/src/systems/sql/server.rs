@@ -34,6 +34,21 @@ pub fn lookup_user(name: &str) -> Option<RunAs> {
     })
 }
 
+/// The account a root harness runs `system`'s server as (`user`, which Debian's package
+/// `package` creates); none when the harness is not root, and an error naming the
+/// package when the account is missing.
+pub fn run_as_if_root(user: &str, system: &str, package: &str) -> Result<Option<RunAs>, String> {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    lookup_user(user).map(Some).ok_or_else(|| {
+        format!(
+            "the harness runs as root, which {system} refuses, and there is no OS user `{user}` to run it as (the Debian package {package} creates it)"
+        )
+    })
+}
+
 /// A short directory in the system's temporary directory, named `PREFIX-<hash of
 /// data_dir>`: known before it exists, unique per node of a run, and short enough for a
 /// Unix socket path inside it.
