@@ -279,6 +279,9 @@ struct Search<'a, R: Replayer> {
     replay_seconds: f64,
     /// The most a replay took beyond its time limit (start, heal, quiesce, check).
     overhead_s: f64,
+    /// Every replay run, with the seconds it took and `overhead_s` just after it: what
+    /// confirming a candidate costs.
+    measured: Vec<(Candidate, f64, f64)>,
     steps: Vec<Step>,
     stopped_by: Option<String>,
     best: Candidate,
@@ -296,9 +299,25 @@ impl<R: Replayer> Search<'_, R> {
             .max(self.replay_seconds)
     }
 
-    /// What one replay of `c` is expected to take.
+    /// What one replay of `c` may take when it passes: its whole time limit and the
+    /// most any replay took beyond its own.
     fn cost_s(&self, c: &Candidate) -> f64 {
         c.time_limit_s + self.overhead_s
+    }
+
+    /// What one confirmation run of `c` is expected to take: the longest of its replays
+    /// so far, plus however much further past its time limit a replay has run since
+    /// (the machine got busier), or [`Search::cost_s`] before it has any. A candidate is
+    /// confirmed after a majority of its replays failed, and a failing replay of a run
+    /// that stops at the first anomaly ends early: a 40 s run that fails at 14 s costs
+    /// 14 s and its start and check, not 40 s and theirs.
+    fn confirm_cost_s(&self, c: &Candidate) -> f64 {
+        self.measured
+            .iter()
+            .filter(|(m, _, _)| m == c)
+            .map(|(_, s, overhead_then)| s + (self.overhead_s - overhead_then))
+            .reduce(f64::max)
+            .unwrap_or_else(|| self.cost_s(c))
     }
 
     /// Whether the budget allows a replay of `c` and still the confirmation of the best.
@@ -306,7 +325,7 @@ impl<R: Replayer> Search<'_, R> {
         if self.stopped_by.is_some() {
             return false;
         }
-        let reserve = self.bounds.confirm as f64 * self.cost_s(&self.best);
+        let reserve = self.bounds.confirm as f64 * self.confirm_cost_s(&self.best);
         let need = self.spent_s() + self.cost_s(c) + reserve;
         let budget = self.bounds.budget.as_secs_f64();
         if need > budget {
@@ -336,6 +355,8 @@ impl<R: Replayer> Search<'_, R> {
         };
         self.replay_seconds += replay.seconds;
         self.overhead_s = self.overhead_s.max(replay.seconds - c.time_limit_s);
+        self.measured
+            .push((c.clone(), replay.seconds, self.overhead_s));
         replay
     }
 
@@ -406,14 +427,18 @@ impl<R: Replayer> Search<'_, R> {
         Decision::Kept
     }
 
-    /// Delta debugging over the best candidate's events.
+    /// Delta debugging over the best candidate's events. The chunks are tried longest
+    /// faults first (their summed durations; ties in time order): when either of two
+    /// chunks alone still fails, the one kept is the one holding the bug's window open
+    /// longest, which replays more often than a fault that barely opens it (kv
+    /// `stale-read` kept its 1 s cut over its 2.75 s one and replayed in 2 of 5 runs).
     fn drop_events(&mut self) {
         let mut events = self.best.plan.clone();
         let mut n = 2;
         while events.len() >= 2 && self.stopped_by.is_none() {
             let chunks = split(&events, n);
             let mut reduced = false;
-            for (i, chunk) in chunks.iter().enumerate() {
+            for (i, chunk) in longest_first(&chunks) {
                 let c = self.best.with_plan(chunk.clone());
                 if self.attempt("drop events", &c) {
                     events = chunk.clone();
@@ -525,7 +550,7 @@ impl<R: Replayer> Search<'_, R> {
         loop {
             let n = self.bounds.confirm as f64;
             let give_up = self.earlier.last().is_some_and(|(e, _)| {
-                self.spent_s() + n * (self.cost_s(&self.best) + self.cost_s(e))
+                self.spent_s() + n * (self.confirm_cost_s(&self.best) + self.confirm_cost_s(e))
                     <= self.bounds.budget.as_secs_f64()
             });
             let (failed, runs, complete) = self.confirm(give_up);
@@ -586,7 +611,7 @@ impl<R: Replayer> Search<'_, R> {
         while runs < self.bounds.confirm && !(give_up && runs - failed > out_of_reach) {
             // The reserve kept for confirmation was an estimate: only the hard budget
             // stops it.
-            if self.spent_s() + self.cost_s(&c) > self.bounds.budget.as_secs_f64() {
+            if self.spent_s() + self.confirm_cost_s(&c) > self.bounds.budget.as_secs_f64() {
                 self.stopped_by
                     .get_or_insert_with(|| "the budget, during the confirmation runs".to_string());
                 return (failed, runs, false);
@@ -608,6 +633,14 @@ impl<R: Replayer> Search<'_, R> {
         }
         (failed, runs, true)
     }
+}
+
+/// The chunks with their indices, those whose faults last longest in sum first; equal
+/// sums keep their order.
+fn longest_first(chunks: &[Vec<PlannedFault>]) -> Vec<(usize, &Vec<PlannedFault>)> {
+    let mut order: Vec<(usize, &Vec<PlannedFault>)> = chunks.iter().enumerate().collect();
+    order.sort_by_key(|(_, c)| std::cmp::Reverse(c.iter().map(|f| f.for_ms).sum::<u64>()));
+    order
 }
 
 /// `items` in `n` contiguous chunks of near-equal size (none empty).
@@ -680,6 +713,7 @@ pub fn shrink_schedule<R: Replayer>(
         started: Instant::now(),
         replay_seconds: 0.0,
         overhead_s: 0.0,
+        measured: Vec::new(),
         steps: Vec::new(),
         stopped_by: None,
         best: original.clone(),
@@ -845,6 +879,12 @@ mod tests {
         /// From run `.0` on (counting from 1), each replay takes `.1` seconds longer:
         /// a machine that got busier than the budget's estimate.
         slow: (usize, f64),
+        /// When set, any one fault of at least `min_for_ms` shows the bug (`needed` is not
+        /// asked for).
+        any_fault: bool,
+        /// When set, a replay that fails the same way takes this many seconds, whatever
+        /// its time limit: a run that stops at the first anomaly.
+        early: Option<f64>,
         rng: ChaCha8Rng,
         runs: usize,
     }
@@ -860,6 +900,8 @@ mod tests {
                 luck: Vec::new(),
                 short: (0.0, Vec::new()),
                 slow: (usize::MAX, 0.0),
+                early: None,
+                any_fault: false,
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 runs: 0,
             }
@@ -869,11 +911,15 @@ mod tests {
     impl Replayer for FakeCluster {
         fn replay(&mut self, c: &Candidate) -> anyhow::Result<Replay> {
             self.runs += 1;
-            let faults_there = self.needed.iter().all(|at| {
-                c.plan.iter().any(|f| {
-                    (*at..=at + self.slack_ms).contains(&f.at_ms) && f.for_ms >= self.min_for_ms
+            let faults_there = if self.any_fault {
+                c.plan.iter().any(|f| f.for_ms >= self.min_for_ms)
+            } else {
+                self.needed.iter().all(|at| {
+                    c.plan.iter().any(|f| {
+                        (*at..=at + self.slack_ms).contains(&f.at_ms) && f.for_ms >= self.min_for_ms
+                    })
                 })
-            });
+            };
             let lucky = if c.time_limit_s < self.short.0 {
                 let (_, luck) = &mut self.short;
                 !luck.is_empty() && luck.remove(0)
@@ -888,8 +934,7 @@ mod tests {
                 verdict: if fails { "invalid" } else { "valid" }.into(),
                 run_dir: None,
                 ops: c.concurrency * 10,
-                seconds: c.time_limit_s
-                    + 5.0
+                seconds: self.early.filter(|_| fails).unwrap_or(c.time_limit_s + 5.0)
                     + if self.runs >= self.slow.0 {
                         self.slow.1
                     } else {
@@ -1260,6 +1305,58 @@ mod tests {
         assert!(shrunk.seconds <= 900.0, "{}", shrunk.seconds);
         assert_eq!(shrunk.confirm_runs, 5);
         assert!(shrunk.after.plan.len() < 20);
+    }
+
+    #[test]
+    fn the_confirmation_is_reserved_at_the_measured_length_of_failing_replays() {
+        // A 40 s run whose failing replays stop at the first anomaly, 14 s in all; a
+        // passing one takes its 45 s. The reserve for five confirmation runs of a kept
+        // candidate is 5 x 14 s, not 5 x 45 s: the search goes on to halve the time limit
+        // within 700 s, where counting every replay at 45 s stopped it while it shortened
+        // the event, before the time limit's first halving.
+        let mut cluster = FakeCluster::new(&[1500], 1.0, 14);
+        cluster.early = Some(14.0);
+        let b = ScheduleBounds {
+            budget: Duration::from_secs(700),
+            ..ScheduleBounds::default()
+        };
+        let shrunk = shrink_schedule(&original(4), &mut cluster, &b, &mut |_| {});
+        assert!(shrunk.reproduced);
+        assert_eq!(starts(&shrunk.after), [1500]);
+        assert!(shrunk.after.time_limit_s < 40.0, "{}", shrunk.after.label());
+        assert_eq!((shrunk.confirm_failed, shrunk.confirm_runs), (5, 5));
+        assert!(shrunk.seconds <= 700.0, "{}", shrunk.seconds);
+        let why = shrunk.stopped_by.as_deref().unwrap_or("");
+        assert!(
+            why.is_empty() || why.contains("confirmation runs 70 s"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn of_two_faults_that_each_show_the_bug_the_longer_is_kept() {
+        // Either fault alone shows the bug: delta debugging keeps the 3 s one, tried
+        // before the 1 s one that comes first, and then halves it while it still fails.
+        // (Trying chunks in time order kept the 1 s one.)
+        let mut cluster = FakeCluster::new(&[], 1.0, 15);
+        cluster.any_fault = true;
+        let mut original = original(0);
+        original.plan = vec![kill(1500, 1), kill(6000, 2)];
+        original.plan[0].for_ms = 1000;
+        original.plan[1].for_ms = 3000;
+        let shrunk = shrink_schedule(&original, &mut cluster, &bounds(), &mut |_| {});
+        // the kill of n2 (later steps move it and shorten the run)
+        assert_eq!(shrunk.after.plan.len(), 1);
+        assert_eq!(shrunk.after.plan[0].action, original.plan[1].action);
+        assert_eq!(shrunk.after.plan[0].for_ms, 1500);
+        let drops: Vec<(String, bool)> = shrunk
+            .steps
+            .iter()
+            .filter(|s| s.phase == "drop events")
+            .map(|s| (s.candidate.clone(), s.kept))
+            .collect();
+        assert_eq!(drops.len(), 1, "{drops:?}");
+        assert!(drops[0].1);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::guided::Search;
-use crate::plan::PlannedFault;
+use crate::plan::{FaultAction, PlannedFault};
 use crate::{NemesisError, KNOWN_FAULTS};
 
 /// Parsed `--nemesis` options: which faults, how often, from which seed; or a fixed plan.
@@ -45,10 +45,18 @@ impl NemesisSpec {
     }
 
     /// A spec that replays a fixed plan, e.g. one stored in a previous run's test.json.
+    /// Its `faults` name the plan's kinds as `--nemesis` does: a partition shaped
+    /// `figure-8` is the `figure-8` fault, which also slows the links to clients, so a run
+    /// of the plan proxies them as a run of `--nemesis figure-8` does (named `partition`,
+    /// a replayed round failed at its first step: "client links are not proxied").
     pub fn from_plan(plan: Vec<PlannedFault>) -> NemesisSpec {
         let mut faults: Vec<String> = Vec::new();
         for p in &plan {
-            let kind = p.action.kind().to_string();
+            let kind = match &p.action {
+                FaultAction::Partition { shape, .. } if shape == "figure-8" => "figure-8",
+                action => action.kind(),
+            }
+            .to_string();
             if !faults.contains(&kind) {
                 faults.push(kind);
             }
@@ -94,5 +102,43 @@ impl NemesisSpec {
                 .map_err(|m| plan_err(format!("entry {k}: {m}")))?;
         }
         Ok(NemesisSpec::from_plan(plan))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::CutMode;
+
+    fn partition(at_ms: u64, shape: &str) -> PlannedFault {
+        PlannedFault {
+            at_ms,
+            for_ms: 1000,
+            action: FaultAction::Partition {
+                shape: shape.to_string(),
+                groups: Vec::new(),
+                blocked: Vec::new(),
+                mode: CutMode::Blackhole,
+            },
+        }
+    }
+
+    #[test]
+    fn a_plan_names_its_faults_as_the_nemesis_option_does() {
+        let spec = NemesisSpec::from_plan(vec![
+            partition(0, "isolate-leader"),
+            partition(10, "figure-8"),
+            partition(20, "halves"),
+        ]);
+        assert_eq!(spec.faults, ["partition", "figure-8"]);
+        // so a run of the plan proxies client links, as `--nemesis figure-8` does
+        assert!(spec
+            .faults
+            .iter()
+            .any(|f| crate::CLIENT_LINK_FAULTS.contains(&f.as_str())));
+        assert!(spec
+            .faults
+            .iter()
+            .all(|f| KNOWN_FAULTS.contains(&f.as_str())));
     }
 }
