@@ -349,19 +349,20 @@ fn usage_errors_exit_2() {
     }
 }
 
-/// `splitbrain list | head -0`: the reader is gone before the first write. The process
-/// ends by SIGPIPE, as a filter does, with no panic on stderr.
+/// `splitbrain list` writing into a pipe whose reader is already gone (closed before the
+/// child starts, so its first write fails). The process ends by SIGPIPE, as a filter
+/// does, with no panic on stderr.
 #[test]
 fn a_closed_stdout_ends_list_quietly() {
     use std::os::unix::process::ExitStatusExt;
-    let mut child = splitbrain()
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = splitbrain()
         .arg("list")
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(
