@@ -18,6 +18,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if args.is_filter() {
+        // SAFETY: called before any thread starts; restores the default disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli::try_main(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -349,6 +349,29 @@ fn usage_errors_exit_2() {
     }
 }
 
+/// `splitbrain list | head -0`: the reader is gone before the first write. The process
+/// ends by SIGPIPE, as a filter does, with no panic on stderr.
+#[test]
+fn a_closed_stdout_ends_list_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = splitbrain()
+        .arg("list")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {stderr}",
+        out.status
+    );
+}
+
 #[test]
 fn list_names_targets_workloads_models_and_bugs() {
     let out = splitbrain().arg("list").output().unwrap();

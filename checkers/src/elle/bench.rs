@@ -40,12 +40,15 @@ pub struct GenConfig {
     pub info_ratio: f64,
     /// Make one read stale: the first `ok` transaction completed after half the
     /// transactions that read a non-empty list returns it without its last element
-    /// (a G-single-item-realtime under strict serializability).
+    /// (a G-single-item-realtime under strict serializability). List-append only.
     pub stale_read: bool,
     /// Inject one G1c: once half the transactions are invoked, two `ok` transactions on
     /// two fresh keys (by two fresh processes) each append to one key and read the
     /// other's append, a write-read cycle no serial order explains.
     pub g1c: bool,
+    /// Rw-register instead of list-append: `["w", k, v]` writes a value unique to its
+    /// key and `["r", k, v]` reads the key's last value (`null` before any write).
+    pub rw_register: bool,
 }
 
 impl GenConfig {
@@ -62,6 +65,7 @@ impl GenConfig {
             info_ratio: 0.0,
             stale_read: false,
             g1c: false,
+            rw_register: false,
         }
     }
 }
@@ -110,7 +114,7 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
                     g1c_pending = false;
                     let (x, y) = (next_key, next_key + 1);
                     next_key += 2;
-                    emit_g1c([x, y], time, &mut emit)?;
+                    emit_g1c(cfg, [x, y], time, &mut emit)?;
                 }
                 invoked += 1;
                 open += 1;
@@ -140,13 +144,7 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
                 };
                 let value = Value::Array(
                     mops.iter()
-                        .map(|&(a, k, v)| {
-                            if a {
-                                json!(["append", k, v])
-                            } else {
-                                json!(["r", k, null])
-                            }
-                        })
+                        .map(|&(a, k, v)| invoke_mop(cfg, a, k, v))
                         .collect(),
                 );
                 emit(
@@ -173,12 +171,26 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
                     // Apply atomically now: this is the transaction's linearization point.
                     let mut out = Vec::with_capacity(pending.mops.len());
                     for &(is_append, k, v) in &pending.mops {
-                        if is_append {
-                            lists.entry(k).or_default().push(v);
-                            out.push(json!(["append", k, v]));
-                        } else {
-                            let list = lists.get(&k).cloned().unwrap_or_default();
-                            out.push(json!(["r", k, list]));
+                        match (is_append, cfg.rw_register) {
+                            (true, false) => {
+                                lists.entry(k).or_default().push(v);
+                                out.push(json!(["append", k, v]));
+                            }
+                            (false, false) => {
+                                let list = lists.get(&k).cloned().unwrap_or_default();
+                                out.push(json!(["r", k, list]));
+                            }
+                            (true, true) => {
+                                // A register keeps only its last value.
+                                let slot = lists.entry(k).or_default();
+                                slot.clear();
+                                slot.push(v);
+                                out.push(json!(["w", k, v]));
+                            }
+                            (false, true) => {
+                                let last = lists.get(&k).and_then(|l| l.last().copied());
+                                out.push(json!(["r", k, last]));
+                            }
                         }
                     }
                     pending.applied = Some(Value::Array(out));
@@ -192,13 +204,7 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
                 let invoke_value = Value::Array(
                     done.mops
                         .iter()
-                        .map(|&(a, k, v)| {
-                            if a {
-                                json!(["append", k, v])
-                            } else {
-                                json!(["r", k, null])
-                            }
-                        })
+                        .map(|&(a, k, v)| invoke_mop(cfg, a, k, v))
                         .collect(),
                 );
                 completed += 1;
@@ -224,17 +230,29 @@ pub fn simulate(cfg: &GenConfig, mut emit: impl FnMut(Op) -> io::Result<()>) -> 
     Ok(())
 }
 
+/// A micro-op as invoked: a write or append with its value, a read with `null`.
+fn invoke_mop(cfg: &GenConfig, write: bool, key: u64, value: u64) -> Value {
+    match (write, cfg.rw_register) {
+        (true, false) => json!(["append", key, value]),
+        (true, true) => json!(["w", key, value]),
+        (false, _) => json!(["r", key, null]),
+    }
+}
+
 /// The injected G1c: processes above every generated one's, invoked and completed at
-/// `time`: T1 appends 1 to `x` and reads `y` as `[1]`, T2 appends 1 to `y` and reads `x`
-/// as `[1]`, so each read the other's write (a wr cycle).
+/// `time`: T1 appends (writes) 1 to `x` and reads `y` as `[1]` (`1`), T2 the same with
+/// `x` and `y` swapped, so each read the other's write (a wr cycle).
 fn emit_g1c(
+    cfg: &GenConfig,
     [x, y]: [u64; 2],
     time: u64,
     emit: &mut impl FnMut(Op) -> io::Result<()>,
 ) -> io::Result<()> {
     // Info completions move a slot's process id up by `processes`; these stay above all.
     let base = u64::MAX / 2;
-    let txn = |own: u64, other: u64, read: Value| json!([["append", own, 1], ["r", other, read]]);
+    let txn = |own: u64, other: u64, read: Value| {
+        json!([invoke_mop(cfg, true, own, 1), ["r", other, read]])
+    };
     for (p, own, other) in [(base, x, y), (base + 1, y, x)] {
         emit(
             Op::new(
@@ -252,7 +270,15 @@ fn emit_g1c(
                 Process::Client(p),
                 OpType::Ok,
                 "txn",
-                txn(own, other, json!([1])),
+                txn(
+                    own,
+                    other,
+                    if cfg.rw_register {
+                        json!(1)
+                    } else {
+                        json!([1])
+                    },
+                ),
             )
             .at(time),
         )?;
@@ -428,6 +454,22 @@ mod tests {
         let history = generate(&cfg);
         assert_eq!(history.pair_slots().len(), 3002);
         let r = checker.check(&history);
+        assert_eq!(r.valid, crate::Validity::Invalid, "{}", r.explanation);
+        assert_eq!(r.anomaly_types, ["G1c"], "{}", r.explanation);
+    }
+
+    #[test]
+    fn rw_register_histories_are_valid_and_their_injected_g1c_is_found() {
+        let checker = ElleChecker::new(ElleWorkload::RwRegister, ElleOptions::default()).unwrap();
+        let mut cfg = GenConfig::new(5, 3000, 20, 12);
+        cfg.rw_register = true;
+        let clean = generate(&cfg);
+        let names = clean.op_micro_op_names(0);
+        assert!(names.iter().all(|n| n == "w" || n == "r"), "{names:?}");
+        let r = checker.check(&clean);
+        assert_eq!(r.valid, crate::Validity::Valid, "{}", r.explanation);
+        cfg.g1c = true;
+        let r = checker.check(&generate(&cfg));
         assert_eq!(r.valid, crate::Validity::Invalid, "{}", r.explanation);
         assert_eq!(r.anomaly_types, ["G1c"], "{}", r.explanation);
     }

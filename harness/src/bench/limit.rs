@@ -21,12 +21,15 @@ pub enum Generated {
         info: f64,
     },
     /// Strict-serializable list-append (1-5 micro-ops, 1000 rotating keys), `size`
-    /// transactions over `processes` processes; with one injected G1c when `g1c`.
+    /// transactions over `processes` processes; with one injected G1c when `g1c`;
+    /// rw-register micro-ops instead of appends when `rw_register`.
     Append {
         /// Client processes.
         processes: usize,
         /// Inject one G1c.
         g1c: bool,
+        /// Writes and register reads instead of appends and list reads.
+        rw_register: bool,
     },
 }
 
@@ -42,10 +45,15 @@ pub fn generate(path: &Path, kind: Generated, size: usize) -> std::io::Result<()
             info / 100.0,
             false,
         ),
-        Generated::Append { processes, g1c } => {
+        Generated::Append {
+            processes,
+            g1c,
+            rw_register,
+        } => {
             let mut cfg =
                 splitbrain_checkers::elle::bench::GenConfig::new(1, size, 1000, processes);
             cfg.g1c = g1c;
+            cfg.rw_register = rw_register;
             splitbrain_checkers::elle::bench::write_list_append_history(path, &cfg)
         }
     }
@@ -350,6 +358,7 @@ mod tests {
             Generated::Append {
                 processes: 10,
                 g1c: true,
+                rw_register: false,
             },
             2000,
         )

@@ -21,7 +21,8 @@ pub(crate) struct BenchArgs {
     file: Option<PathBuf>,
     /// Limit bench: first write FILE with a generator: `cas` (keyed cas-register, `--size`
     /// ops at `--info`'s first rate), `append` (list-append, `--size` transactions over
-    /// `--processes`), `append-g1c` (the same with one injected G1c).
+    /// `--processes`), `append-g1c` (the same with one injected G1c), `rw` and `rw-g1c`
+    /// (rw-register transactions, the same shape).
     #[arg(long)]
     generate: Option<String>,
     /// Limit bench: ops or transactions to generate.
@@ -293,12 +294,13 @@ fn limit(a: &BenchArgs) -> anyhow::Result<u8> {
             "cas" => Generated::Cas {
                 info: a.info.first().copied().unwrap_or(0.0),
             },
-            "append" | "append-g1c" => Generated::Append {
+            "append" | "append-g1c" | "rw" | "rw-g1c" => Generated::Append {
                 processes: a.processes,
-                g1c: kind == "append-g1c",
+                g1c: kind.ends_with("-g1c"),
+                rw_register: kind.starts_with("rw"),
             },
             other => bail!(usage(format!(
-                "--generate: unknown history {other:?}: cas, append or append-g1c"
+                "--generate: unknown history {other:?}: cas, append, append-g1c, rw or rw-g1c"
             ))),
         };
         let t = std::time::Instant::now();

@@ -80,6 +80,19 @@ enum Command {
     Report(report::ReportArgs),
 }
 
+impl Cli {
+    /// Commands that only read files and print: for these a closed stdout (`| head -1`)
+    /// ends the process quietly, as it does `cat`, instead of panicking in `println!`.
+    /// Commands that open sockets keep Rust's ignored SIGPIPE (a peer that hangs up must
+    /// be an error on that socket, not the end of the run).
+    pub fn is_filter(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Check(_) | Command::List | Command::Compare(_) | Command::Report(_)
+        )
+    }
+}
+
 /// Runs the parsed command and returns the exit code.
 pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
