@@ -1,7 +1,8 @@
 //! The one quantile definition every printed percentile uses (the summary's latency
 //! figures, the report's percentile lines, the convergence checker's times to
-//! visibility, the benches, Maelstrom's network statistics, the kv hedge delay), so a
-//! run's p99 is the same figure wherever it is shown.
+//! visibility, the benches (the echo bench's median round trip too), Maelstrom's network
+//! statistics, the kv hedge delay, a suite cell's median time to detect), so a run's p99
+//! is the same figure wherever it is shown, and a median is always the p50.
 //!
 //! **Nearest rank**: the `q` quantile of `n` values is the value at rank `⌈q·n⌉` (1-based)
 //! of the sorted values, rank 1 for `q = 0`. It is always a value that was observed

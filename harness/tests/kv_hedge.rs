@@ -3,8 +3,7 @@
 //! one follower's answers delayed 50 ms by the nemesis for the whole run.
 
 use splitbrain::check_options::CheckOptions;
-use splitbrain::run::controller::run_test;
-use splitbrain::run::spec::TestSpec;
+use splitbrain::run::entry::{resolve, run, TestRequest};
 use splitbrain::systems::kv::ReadCounters;
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::Validity;
@@ -19,59 +18,27 @@ async fn hedged_reads_under_a_slow_client_link_stay_valid_and_rarely_hedge() {
         r#"[{"at_ms":0,"for_ms":60000,"f":"slow-client","target":"follower","delay_ms":50}]"#,
     )
     .unwrap();
-    let spec = TestSpec {
-        name: "kv-hedge".into(),
-        target: "kv".into(),
-        target_spec: None,
-        workload: "register".into(),
-        nemesis: Vec::new(),
-        nemesis_interval_s: 10.0,
+    let request = TestRequest {
+        name: Some("kv-hedge".into()),
+        nemesis: Some("none".into()),
+        nemesis_interval: 10.0,
         nemesis_plan: Some(plan),
-        nemesis_search: Default::default(),
-        nemesis_schedule: serde_json::Value::Null,
-        nodes: 3,
+        nodes: Some(3),
         concurrency: 6,
         rate: 150.0,
-        time_limit_s: 6.0,
-        steps: None,
-        op_timeout_ms: 1000,
-        seed: 5,
-        bugs: Vec::new(),
-        shards: 1,
+        time_limit: 6.0,
+        seed: Some(5),
         read_mode: Some("hedged".into()),
-        wait: None,
-        read_from: None,
-        replication: None,
-        transport: None,
-        settings: Vec::new(),
-        consistency_model: None,
-        init: None,
-        hedge_delay_ms: 2,
-        active_keys: 8,
-        ops_per_key: 100,
-        quiesce_s: 0.5,
-        converge_bound_s: splitbrain::run::spec::default_converge_bound_s(),
+        quiesce: 0.5,
         store: store.path().to_path_buf(),
-        target_bin: None,
-        hosts: None,
-        stop_on_anomaly: None,
-        no_online_check: false,
-        version: "test".into(),
-        maelstrom: None,
+        ..TestRequest::default()
     };
-    let target = splitbrain::systems::by_name("kv").unwrap();
-    let workload = splitbrain::workload::registry::by_name("register").unwrap();
+    let check = CheckOptions::default();
+    let spec = resolve(&request, &check).expect("a valid request");
     let before = ReadCounters::now();
-    let outcome = run_test(
-        &spec,
-        target,
-        workload.as_ref(),
-        &CheckOptions::default(),
-        CancellationToken::new(),
-        false,
-    )
-    .await
-    .expect("the run completes (is splitbrain-kv built?)");
+    let outcome = run(&spec, &check, CancellationToken::new(), false)
+        .await
+        .expect("the run completes (is splitbrain-kv built?)");
     let counts = ReadCounters::now().since(before);
     assert_eq!(
         outcome.summary.valid,

@@ -120,7 +120,7 @@ pub async fn echo_round_trips(
         return Err(why);
     }
     lat.sort_by(f64::total_cmp);
-    let median = lat.get(lat.len() / 2).copied().unwrap_or(0.0);
+    let median = splitbrain_checkers::quantile::quantile_of_sorted(&lat, 0.5).unwrap_or(0.0);
     Ok((
         RoutingFigures {
             messages: 2 * lat.len() as u64,

@@ -20,10 +20,8 @@
 //! cell's median run by p99, beside every run's p99.
 
 use crate::check_options::CheckOptions;
-use crate::run::controller::run_test;
-use crate::run::spec::TestSpec;
+use crate::run::entry::{self, resolve, TestRequest};
 use crate::systems::kv::ReadCounters;
-use anyhow::Context;
 use serde_json::{json, Value};
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::history::{History, Outcome};
@@ -119,6 +117,8 @@ pub struct TailOptions {
     pub runs: usize,
 }
 
+/// The test of one cell: `splitbrain test --target kv --nodes 3 --nemesis none` at this
+/// read mode, rate, client count and length, settling 0.5 s after the heal.
 fn spec(
     opts: &TailOptions,
     name: &str,
@@ -126,64 +126,30 @@ fn spec(
     rate: f64,
     clients: usize,
     secs: f64,
-) -> TestSpec {
-    TestSpec {
-        name: name.to_string(),
-        target: "kv".into(),
-        target_spec: None,
-        workload: "register".into(),
-        nemesis: Vec::new(),
-        nemesis_interval_s: 10.0,
-        nemesis_plan: None,
-        nemesis_search: Default::default(),
-        nemesis_schedule: Value::Null,
-        nodes: 3,
+) -> TestRequest {
+    TestRequest {
+        name: Some(name.to_string()),
+        nemesis: Some("none".into()),
+        nemesis_interval: 10.0,
+        nodes: Some(3),
         concurrency: clients,
         rate,
-        time_limit_s: secs,
-        steps: None,
-        op_timeout_ms: 1000,
-        seed: opts.seed,
-        bugs: Vec::new(),
-        shards: 1,
+        time_limit: secs,
+        seed: Some(opts.seed),
         read_mode: Some(mode.to_string()),
-        wait: None,
-        read_from: None,
-        replication: None,
-        transport: None,
-        settings: Vec::new(),
-        consistency_model: None,
-        init: None,
         hedge_delay_ms: opts.hedge_floor_ms,
-        active_keys: 8,
-        ops_per_key: 100,
-        quiesce_s: 0.5,
-        converge_bound_s: crate::run::spec::default_converge_bound_s(),
+        quiesce: 0.5,
         store: opts.store.clone(),
-        target_bin: None,
-        hosts: None,
-        stop_on_anomaly: None,
-        no_online_check: false,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        maelstrom: None,
+        ..TestRequest::default()
     }
 }
 
 /// Runs one test; returns its history, verdict, ok ops/s and the clients' read counts.
-async fn run_one(spec: &TestSpec) -> anyhow::Result<(History, Validity, f64, ReadCounters)> {
-    let target = crate::systems::by_name("kv").context("the kv target")?;
-    let workload =
-        crate::workload::registry::by_name("register").context("the register workload")?;
+async fn run_one(request: &TestRequest) -> anyhow::Result<(History, Validity, f64, ReadCounters)> {
+    let check = CheckOptions::default();
+    let spec = resolve(request, &check)?;
     let before = ReadCounters::now();
-    let outcome = run_test(
-        spec,
-        target,
-        workload.as_ref(),
-        &CheckOptions::default(),
-        CancellationToken::new(),
-        false,
-    )
-    .await?;
+    let outcome = entry::run(&spec, &check, CancellationToken::new(), false).await?;
     let counts = ReadCounters::now().since(before);
     let history = read_path(&outcome.run_dir.history())?;
     let ok = history.outcome_counts().ok as f64;

@@ -1,11 +1,11 @@
 //! `splitbrain check`: check a recorded history.
 
 use super::checker_selection::{load, select_checkers, CheckerSelection};
-use super::flags::CheckFlags;
 use super::verdict_code;
 use anyhow::Context;
 use clap::Args;
 use splitbrain::check::{check_history, write_outputs};
+use splitbrain::check_options::CheckFlags;
 use splitbrain::run::store::record_recheck;
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
 use std::path::PathBuf;

@@ -1,12 +1,12 @@
 //! Which checkers judge a history, and the history and options they judge it with:
 //! `check` and `shrink` choose them alike.
 
-use super::flags::CheckFlags;
 use super::usage;
 use clap::Args;
 use splitbrain::check::{
     checkers_for_workload, infer_workload, locate_history, CheckOptions, StoredRun,
 };
+use splitbrain::check_options::CheckFlags;
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::{Checker, History};
 use std::path::Path;

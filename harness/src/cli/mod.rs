@@ -1,14 +1,13 @@
 //! Command-line definitions and the commands behind them.
 
 //!
-//! One file per command (`test`, `check`, `bench`, `list`); `flags` holds the check flags
-//! that `test` and `check` share.
+//! One file per command (`test`, `check`, `bench`, `list`); the check flags that `test`
+//! and `check` share are the library's `check_options::CheckFlags`.
 
 mod bench;
 mod check;
 mod checker_selection;
 mod compare;
-mod flags;
 mod list;
 mod report;
 mod serve;
@@ -56,7 +55,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a test against a real cluster and check it.
-    Test(Box<test::TestArgs>),
+    Test(Box<splitbrain::run::entry::TestFlags>),
     /// Check a recorded history (a run directory or a history file in any format).
     Check(check::CheckArgs),
     /// List targets, workloads, models, nemeses and bugs.

@@ -2,11 +2,11 @@
 //! with the checker as the oracle (see `splitbrain_checkers::shrink`).
 
 use super::checker_selection::{load, select_checkers, CheckerSelection};
-use super::flags::CheckFlags;
 use super::usage;
 use anyhow::Context;
 use clap::Args;
 use splitbrain::check::{write_outputs, StoredRun};
+use splitbrain::check_options::CheckFlags;
 use splitbrain_checkers::history::write::write_json_lines;
 use splitbrain_checkers::shrink::{shrink, FailureClass, ShrinkBounds, Shrunk};
 use splitbrain_checkers::{CheckResult, Checker, History, Validity};

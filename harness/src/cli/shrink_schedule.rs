@@ -6,7 +6,7 @@
 use super::checker_selection::{load, select_checkers};
 use super::report::render_run_report;
 use super::shrink::{shrink_first_failure, ShrinkArgs};
-use super::test::{prepare_spec, run_prepared};
+use super::test::run_blocking;
 use super::{usage, verdict_code};
 use anyhow::Context;
 use splitbrain::check_options::CheckOptions;
@@ -41,7 +41,6 @@ impl Replayer for LiveReplayer {
             .with_context(|| format!("writing {}", plan_file.display()))?;
         let mut spec = candidate.apply(&self.base, &plan_file);
         spec.store = self.dir.clone();
-        let prepared = prepare_spec(spec, self.check.clone())?;
         // Every replay is bounded: past twice its time limit and a minute for starting,
         // healing and checking, it is cancelled (clients stop, faults heal, nodes go).
         let bound = Duration::from_secs_f64(candidate.time_limit_s * 2.0 + 60.0);
@@ -56,7 +55,7 @@ impl Replayer for LiveReplayer {
             })
         };
         let started = Instant::now();
-        let outcome = run_prepared(&prepared, false, &cancel);
+        let outcome = run_blocking(&spec, &self.check, false, &cancel);
         drop(done);
         let _ = watchdog.join();
         let seconds = started.elapsed().as_secs_f64();

@@ -5,10 +5,13 @@
 //! 2 a bad suite file or option; 4 the harness could not run (every failing cell failed
 //! only because its runs could not run, or the suite was interrupted).
 
-use super::test::{prepare_test, run_prepared, PreparedTest, TestArgs};
+use super::test::run_blocking;
 use super::{usage, EXIT_COULD_NOT_RUN};
 use anyhow::Context;
-use clap::{Args, Parser};
+use clap::Args;
+use splitbrain::check_options::CheckOptions;
+use splitbrain::run::entry::resolve;
+use splitbrain::run::spec::TestSpec;
 use splitbrain::suite::{
     evidence_points, history_times, judge_run, junit_xml, markdown, parse_suite, terminal_table,
     time_to_detect, Cell, CellReport, RunReport, Suite, SuiteReport, BUILT_IN,
@@ -61,14 +64,6 @@ pub(crate) struct SuiteArgs {
     /// compare its detection with the random schedule's on the same cells and seeds.
     #[arg(long, value_parser = ["random", "guided"])]
     nemesis_search: Option<String>,
-}
-
-/// Parses one cell's `splitbrain test` arguments with the `test` command's own flags.
-#[derive(Parser, Debug)]
-#[command(name = "splitbrain test", no_binary_name = true)]
-struct CellArgs {
-    #[command(flatten)]
-    test: TestArgs,
 }
 
 pub(crate) fn cmd_suite(a: SuiteArgs) -> anyhow::Result<u8> {
@@ -276,18 +271,18 @@ fn load(name: &str) -> anyhow::Result<(String, String, String)> {
 
 /// One run of a cell, resolved as `splitbrain test` resolves its flags; any problem is a
 /// usage error naming the suite file's line and the cell.
-fn prepare(suite: &Suite, cell: &Cell, seed: u64, store: &str) -> anyhow::Result<PreparedTest> {
+fn prepare(
+    suite: &Suite,
+    cell: &Cell,
+    seed: u64,
+    store: &str,
+) -> anyhow::Result<(TestSpec, CheckOptions)> {
     let at = format!("{}:{}: cell {:?}", suite.origin, cell.line, cell.name);
-    let args = CellArgs::try_parse_from(cell.test_args(seed, store)).map_err(|e| {
-        let text = e.render().to_string();
-        let first = text
-            .lines()
-            .next()
-            .unwrap_or("")
-            .trim_start_matches("error: ");
-        usage(format!("{at}: {first}"))
-    })?;
-    prepare_test(&args.test).map_err(|e| usage(format!("{at}: {e:#}")))
+    let (request, check) = cell
+        .request(seed, store)
+        .map_err(|e| usage(format!("{at}: {e}")))?;
+    let spec = resolve(&request, &check).map_err(|e| usage(format!("{at}: {e}")))?;
+    Ok((spec, check))
 }
 
 fn run_one(
@@ -297,9 +292,9 @@ fn run_one(
     store: &str,
     cancel: &CancellationToken,
 ) -> anyhow::Result<RunReport> {
-    let prepared = prepare(suite, cell, seed, store)?;
+    let (spec, check) = prepare(suite, cell, seed, store)?;
     let started = Instant::now();
-    let outcome = run_prepared(&prepared, false, cancel);
+    let outcome = run_blocking(&spec, &check, false, cancel);
     let wall_s = started.elapsed().as_secs_f64();
     Ok(match outcome {
         Err(e) => RunReport {

@@ -120,7 +120,7 @@ pub fn topology(name: &str, nodes: &[String]) -> Option<BTreeMap<String, Vec<Str
 /// Runs a whole test against Maelstrom nodes: start them and send `init` (and `topology`),
 /// drive clients and the nemesis through the simulated network, heal, final reads,
 /// teardown, check. A protocol violation ends the run early with an error.
-pub async fn run_maelstrom_test(
+pub(crate) async fn run_maelstrom_test(
     spec: &TestSpec,
     workload: MaelstromWorkload,
     check: &CheckOptions,

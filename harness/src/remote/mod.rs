@@ -32,7 +32,7 @@ pub mod session;
 pub mod testbed;
 
 pub use hosts::{parse_hosts_arg, Host, SshDefaults};
-pub use run::run_remote_test;
+pub(crate) use run::run_remote_test;
 
 /// Errors of remote runs. Each names the host it concerns.
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Runs a whole test with node `i` on `hosts[i]`.
-pub async fn run_remote_test(
+pub(crate) async fn run_remote_test(
     spec: &TestSpec,
     hosts: &[Host],
     target: Arc<dyn Target>,

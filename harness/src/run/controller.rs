@@ -54,9 +54,10 @@ impl NemesisRecorder for NemesisLog {
     }
 }
 
-/// Runs a whole test. `cancel` is triggered by Ctrl-C; the run then stops its clients,
-/// heals, tears down and checks what was recorded.
-pub async fn run_test(
+/// Runs a whole test on this machine (`run::entry::run` is the way in: it chooses this,
+/// a remote run or Maelstrom nodes). `cancel` is triggered by Ctrl-C; the run then stops
+/// its clients, heals, tears down and checks what was recorded.
+pub(crate) async fn run_local_test(
     spec: &TestSpec,
     target: Arc<dyn Target>,
     workload: &dyn Workload,
@@ -64,18 +65,6 @@ pub async fn run_test(
     cancel: CancellationToken,
     show_progress: bool,
 ) -> anyhow::Result<RunOutcome> {
-    if let Some(hosts) = &spec.hosts {
-        return crate::remote::run_remote_test(
-            spec,
-            hosts,
-            target,
-            workload,
-            check,
-            cancel,
-            show_progress,
-        )
-        .await;
-    }
     if spec.target_bin.is_none() {
         check_required_programs(target.as_ref())?;
     }
@@ -339,7 +328,7 @@ pub(crate) fn record_start_failure(
 /// blocking thread) and stores the summary. `result` is how the drive phases ended; `net`
 /// the message statistics of targets whose network the harness simulates.
 #[allow(clippy::too_many_arguments)]
-pub async fn finish_run(
+pub(crate) async fn finish_run(
     spec: &TestSpec,
     run_dir: &RunDir,
     recorder: &HistoryRecorder,
@@ -496,7 +485,7 @@ async fn run_setup(
 /// How the drive phases reach the system under test: clients for the workload's processes,
 /// clients pinned to one replica for per-replica final reads, and an optional watch that
 /// ends the main phase early (`--steps`).
-pub struct DriveClients {
+pub(crate) struct DriveClients {
     /// A client for a fresh process whose home node is the argument.
     pub make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync>,
     /// A client that only ever talks to replica `r` (convergence final reads).
@@ -547,7 +536,7 @@ impl DriveClients {
 
 /// The main, heal, quiesce and final-read phases.
 #[allow(clippy::too_many_arguments)]
-pub async fn drive<C: ClusterControl>(
+pub(crate) async fn drive<C: ClusterControl>(
     spec: &TestSpec,
     workload: &dyn Workload,
     cluster: &C,

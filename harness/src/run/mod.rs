@@ -1,7 +1,10 @@
 //! The run machinery: one test from a [`spec::TestSpec`] to a stored run.
 //!
+//! - [`entry`]: the one way in: `resolve` (a request, from flags or a suite cell, to a
+//!   validated `TestSpec`) and `run` (a `TestSpec` to a `RunOutcome`).
 //! - [`spec`]: `TestSpec`, everything stored in `test.json`.
-//! - [`controller`]: the phases of a run (`run_test`, `drive`, `finish_run`).
+//! - [`controller`]: the phases of a run (`run_local_test`, `drive`, `finish_run`), which
+//!   the remote and Maelstrom runs share.
 //! - [`worker`]: a Jepsen process and its rate; [`recorder`]: the history on disk.
 //! - [`layout`], [`node_layout`], [`mesh`], [`cluster`]: where nodes live on the network,
 //!   the proxy mesh between them and their processes; [`programs`]: the programs a run needs.
@@ -13,6 +16,7 @@
 pub mod cluster;
 pub mod controller;
 pub mod converge;
+pub mod entry;
 pub(crate) mod layout;
 pub mod live;
 pub mod mesh;

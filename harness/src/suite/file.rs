@@ -27,6 +27,7 @@
 
 use super::expect::{Expectation, ExpectedVerdict, MinDetect};
 use super::SuiteError;
+use crate::run::entry::{TestFlags, TestRequest};
 use crate::text::line_of;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,29 +146,85 @@ impl Cell {
             .join("-")
     }
 
-    /// The full `splitbrain test` argument list of one run of this cell (after `test`).
-    pub fn test_args(&self, seed: u64, store: &str) -> Vec<String> {
-        let mut args = self.options.flags();
-        for (flag, v) in [
-            ("--seed", seed.to_string()),
-            ("--name", self.store_name()),
-            ("--store", store.to_string()),
-        ] {
-            args.push(flag.to_string());
-            args.push(v);
+    /// The test of one run of this cell, and how it is checked: the `splitbrain test`
+    /// flags of its `extra`, its typed options over them, its seed, store name and store,
+    /// and whether it stops early ([`Cell::stop_when_found`]). An option set both ways is
+    /// an error, as it is given twice; so is a bad flag (clap's first line).
+    pub fn request(
+        &self,
+        seed: u64,
+        store: &str,
+    ) -> Result<(TestRequest, crate::check::CheckOptions), String> {
+        use clap::{Args, FromArgMatches};
+        let first_line = |e: clap::Error| {
+            let text = e.render().to_string();
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_string()
+        };
+        let cmd =
+            TestFlags::augment_args(clap::Command::new("splitbrain test").no_binary_name(true));
+        let matches = cmd
+            .try_get_matches_from(&self.options.extra)
+            .map_err(first_line)?;
+        let flags = TestFlags::from_arg_matches(&matches).map_err(first_line)?;
+        let o = &self.options;
+        let typed = [
+            ("target", true),
+            ("target_spec", o.target_spec.is_some()),
+            ("workload", o.workload.is_some()),
+            ("read_mode", o.read_mode.is_some()),
+            ("nodes", o.nodes.is_some()),
+            ("shards", o.shards.is_some()),
+            ("concurrency", o.concurrency.is_some()),
+            ("rate", o.rate.is_some()),
+            ("nemesis", o.nemesis.is_some()),
+            ("nemesis_interval", o.nemesis_interval.is_some()),
+            ("time_limit", o.time_limit.is_some()),
+            ("seed", true),
+            ("name", true),
+            ("store", true),
+        ];
+        for (id, set) in typed {
+            if set && matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+                return Err(format!(
+                    "the argument '--{}' cannot be used multiple times (the cell sets it, and so does its extra)",
+                    id.replace('_', "-")
+                ));
+            }
         }
-        args.push("--no-progress".to_string());
-        args.extend(self.stop_on_anomaly_flags());
-        args
+        let mut r = flags.request;
+        r.target = o.target.clone();
+        r.target_spec = o.target_spec.as_ref().map(Into::into).or(r.target_spec);
+        r.workload = o.workload.clone().or(r.workload);
+        r.read_mode = o.read_mode.clone().or(r.read_mode);
+        r.nodes = o.nodes.or(r.nodes);
+        r.shards = o.shards.unwrap_or(r.shards);
+        r.concurrency = o.concurrency.unwrap_or(r.concurrency);
+        r.rate = o.rate.unwrap_or(r.rate);
+        r.nemesis = o.nemesis.clone().or(r.nemesis);
+        r.nemesis_interval = o.nemesis_interval.unwrap_or(r.nemesis_interval);
+        r.time_limit = o.time_limit.unwrap_or(r.time_limit);
+        r.bugs = o.bugs.iter().cloned().chain(r.bugs).collect();
+        r.seed = Some(seed);
+        r.name = Some(self.store_name());
+        r.store = store.into();
+        if let Some(found) = self.stop_when_found() {
+            r.stop_on_anomaly = true;
+            r.stop_when_found = found;
+        }
+        Ok((r, flags.check.options()))
     }
 
     /// A cell that expects `invalid` stops its runs as soon as the check alongside them
     /// has found everything the cell expects (`--stop-on-anomaly`, `--stop-when-found`
-    /// for each expected checker and anomaly type), when it can find all of them; no
-    /// flags otherwise (a valid cell runs its course, and so does one expecting what only
+    /// for each expected checker and anomaly type: the names returned), when it can find
+    /// all of them; `None` otherwise (a valid cell runs its course, and so does one expecting what only
     /// the final check can tell, e.g. `lost-appends` or convergence, and every cell of
     /// `suite --no-online-check`).
-    pub fn stop_on_anomaly_flags(&self) -> Vec<String> {
+    pub fn stop_when_found(&self) -> Option<Vec<String>> {
         let o = &self.options;
         let remote_or_maelstrom = o.target == "maelstrom" || o.extra.iter().any(|a| a == "--hosts");
         if self.expect.verdict != ExpectedVerdict::Invalid
@@ -176,7 +233,7 @@ impl Cell {
                 .iter()
                 .any(|a| a == "--stop-on-anomaly" || a == "--no-online-check")
         {
-            return Vec::new();
+            return None;
         }
         let workload = o.workload.as_deref().unwrap_or("register");
         let checks_online = crate::workload::registry::by_name(workload)
@@ -192,12 +249,20 @@ impl Cell {
             .chain(&self.expect.anomalies)
             .collect();
         if !checks_online || !wanted.iter().all(|n| crate::run::online::decides_online(n)) {
-            return Vec::new();
+            return None;
         }
+        Some(wanted.into_iter().cloned().collect())
+    }
+
+    /// [`Cell::stop_when_found`] as `splitbrain test` flags (none when it runs its course).
+    pub fn stop_on_anomaly_flags(&self) -> Vec<String> {
+        let Some(found) = self.stop_when_found() else {
+            return Vec::new();
+        };
         let mut flags = vec!["--stop-on-anomaly".to_string()];
-        for name in wanted {
+        for name in found {
             flags.push("--stop-when-found".to_string());
-            flags.push(name.clone());
+            flags.push(name);
         }
         flags
     }

@@ -78,42 +78,33 @@ fn parses_cells_with_defaults_overrides_and_seeds() {
 #[test]
 fn expands_a_cell_into_test_arguments() {
     let s = parse_suite(GOOD, "demo.toml", "x").unwrap();
-    let args = s.cells[1].test_args(7, "store/suite");
-    let want: Vec<String> = [
-        "--target",
-        "kv",
-        "--nemesis",
-        "partition",
-        "--time-limit",
-        "5",
-        "--bug",
-        "stale-read",
-        "--seed",
-        "7",
-        "--name",
-        "kv-stale",
-        "--store",
-        "store/suite",
-        "--no-progress",
-        "--stop-on-anomaly",
-        "--stop-when-found",
-        "linearizable",
-    ]
-    .map(String::from)
-    .to_vec();
-    assert_eq!(args, want);
+    let (r, _) = s.cells[1].request(7, "store/suite").unwrap();
+    assert_eq!(r.target, "kv");
+    assert_eq!(r.nemesis.as_deref(), Some("partition"));
+    assert_eq!(r.time_limit, 5.0);
+    assert_eq!(r.bugs, ["stale-read"]);
+    assert_eq!(r.seed, Some(7));
+    assert_eq!(r.name.as_deref(), Some("kv-stale"));
+    assert_eq!(r.store, std::path::Path::new("store/suite"));
+    assert!(r.stop_on_anomaly);
+    assert_eq!(r.stop_when_found, ["linearizable"]);
+    assert_eq!(
+        s.cells[1].stop_on_anomaly_flags(),
+        ["--stop-on-anomaly", "--stop-when-found", "linearizable"]
+    );
     assert!(
         s.cells[0].stop_on_anomaly_flags().is_empty(),
         "a valid cell runs its course"
     );
-    let txn = s.cells[2].test_args(1, "s");
-    let flat = txn.join(" ");
+    let flat = s.cells[2].flags_line();
     assert!(
         flat.starts_with("--target txn --workload list-append --read-mode serializable --nodes 3")
     );
-    assert!(
-        flat.contains("--active-keys 4"),
-        "extra flags pass through: {flat}"
+    let (txn, _) = s.cells[2].request(1, "s").unwrap();
+    assert_eq!(
+        (txn.workload.as_deref(), txn.nodes, txn.active_keys),
+        (Some("list-append"), Some(3), 4),
+        "typed options and extra flags both reach the request"
     );
     assert_eq!(
         s.cells[2].store_name(),
@@ -336,7 +327,43 @@ expect = "invalid"
     // What `suite --no-online-check` adds to every cell.
     s.cells[0].options.extra.push("--no-online-check".into());
     assert!(s.cells[0].stop_on_anomaly_flags().is_empty());
-    let args = s.cells[0].test_args(1, "store");
-    assert!(args.iter().any(|a| a == "--no-online-check"), "{args:?}");
-    assert!(!args.iter().any(|a| a == "--stop-on-anomaly"), "{args:?}");
+    let (r, _) = s.cells[0].request(1, "store").unwrap();
+    assert!(r.no_online_check && !r.stop_on_anomaly, "{r:?}");
+}
+
+#[test]
+fn a_cells_extra_is_read_as_test_flags() {
+    let suite = r#"
+[[cell]]
+name = "a"
+target = "txn"
+nodes = 3
+extra = ["--consistency-model", "read-committed", "--bug", "x"]
+bugs = ["w"]
+expect = "valid"
+
+[[cell]]
+name = "b"
+target = "kv"
+nodes = 3
+extra = ["--nodes", "5"]
+expect = "valid"
+
+[[cell]]
+name = "c"
+target = "kv"
+extra = ["--no-such-flag"]
+expect = "valid"
+"#;
+    let s = parse_suite(suite, "extra.toml", "x").unwrap();
+    let (r, check) = s.cells[0].request(1, "s").unwrap();
+    assert_eq!(check.consistency_model.as_deref(), Some("read-committed"));
+    assert_eq!(r.bugs, ["w", "x"], "the cell's bugs, then its extra's");
+    let twice = s.cells[1].request(1, "s").unwrap_err();
+    assert!(
+        twice.contains("'--nodes' cannot be used multiple times"),
+        "{twice}"
+    );
+    let unknown = s.cells[2].request(1, "s").unwrap_err();
+    assert!(unknown.contains("--no-such-flag"), "{unknown}");
 }

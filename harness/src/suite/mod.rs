@@ -3,12 +3,13 @@
 //! A suite file (TOML) lists cells — a target, a workload, test options and seeds — each
 //! with the verdict it must give: `valid` for a correct system, `invalid` (optionally with
 //! the anomaly types or checkers that must appear) for a known bug. This module parses suite
-//! files ([`parse_suite`]), expands cells into runs ([`Cell::test_args`]), judges each run's
+//! files ([`parse_suite`]), expands cells into test requests ([`Cell::request`], which
+//! `run::entry::resolve` validates), judges each run's
 //! [`RunSummary`](splitbrain_reports::RunSummary) against its cell ([`judge_run`]), and
 //! renders the detection table as terminal text, Markdown, JUnit XML and JSON.
 //!
 //! Pure data and logic: running a cell is the binary's job (it runs each as `splitbrain
-//! test` does), so everything here is testable without a cluster.
+//! test` does, through `run::entry`), so everything here is testable without a cluster.
 
 mod evidence;
 mod expect;

@@ -58,7 +58,8 @@ pub struct CellReport {
     pub false_positives: Option<usize>,
     /// Seeds of the runs that did not meet the expectation (to rerun with `--seed`).
     pub misses: Vec<u64>,
-    /// Median time to detect over the detecting runs that have one, in seconds.
+    /// Median time to detect over the detecting runs that have one, in seconds: their p50
+    /// by [`splitbrain_checkers::quantile`]'s nearest rank, a time one of the runs took.
     pub median_time_to_detect_s: Option<f64>,
     /// Whether the cell met its expectation.
     pub passed: bool,
@@ -78,11 +79,7 @@ impl CellReport {
             .filter_map(|r| r.time_to_detect_s)
             .collect();
         ttd.sort_by(f64::total_cmp);
-        let median = match ttd.len() {
-            0 => None,
-            n if n % 2 == 1 => Some(ttd[n / 2]),
-            n => Some((ttd[n / 2 - 1] + ttd[n / 2]) / 2.0),
-        };
+        let median = splitbrain_checkers::quantile::quantile_of_sorted(&ttd, 0.5);
         let misses: Vec<u64> = runs
             .iter()
             .filter(|r| !r.judgement.met)
