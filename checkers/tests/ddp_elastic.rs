@@ -157,6 +157,38 @@ fn reports_outside_the_group_and_differing_members_are_caught() {
     );
 }
 
+/// A restarted rank serving a step from its checkpoint before it rejoined a group names
+/// no members (`"members": [], "world": 0`, seen in a `ddp/correct` run under kills): no
+/// membership claim, so no anomaly; its digest is still compared with the others'.
+#[test]
+fn a_report_naming_no_members_claims_no_membership_but_its_digest_still_counts() {
+    let h = history(|rank, step, v| {
+        if rank == 0 && step == 4 {
+            let mut w = v.clone();
+            w["members"] = json!([]);
+            w["world"] = json!(0);
+            Some(w)
+        } else {
+            Some(v)
+        }
+    });
+    let r = run(DdpCheck::Replicas, &h);
+    assert_eq!(r.valid, Validity::Valid, "{}", r.explanation);
+    let h = history(|rank, step, v| {
+        if rank == 0 && step == 4 {
+            let mut w = v.clone();
+            w["members"] = json!([]);
+            w["digest"] = json!("not-the-others");
+            Some(w)
+        } else {
+            Some(v)
+        }
+    });
+    let r = run(DdpCheck::Replicas, &h);
+    assert_eq!(r.valid, Validity::Invalid, "{}", r.explanation);
+    assert_eq!(r.anomaly_types, ["replica-divergence"], "{}", r.explanation);
+}
+
 /// The average of a shrunk group divided by the old world size (`shrink-without-rescale`):
 /// the digests from step 3 on differ from the replay of the same member sequence, which
 /// only `ddp-reference` can see (the replicas agree, the data is right).

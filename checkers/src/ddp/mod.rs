@@ -125,9 +125,17 @@ pub struct StepRecord {
     /// Group generation that ran it.
     #[serde(default)]
     pub gen: Option<u64>,
-    /// The ranks of the group that ran it (absent in records of a fixed group).
-    #[serde(default)]
+    /// The ranks of the group that ran it (absent in records of a fixed group). An empty
+    /// list is read as absent: a committed step always had its reporter among its
+    /// members, so `[]` (a restarted rank serving a step from its checkpoint before it
+    /// has rejoined a group) names no group and says nothing about membership.
+    #[serde(default, deserialize_with = "members_if_any")]
     pub members: Option<Vec<u64>>,
+}
+
+fn members_if_any<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<u64>>, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<Vec<u64>>::deserialize(d)?.filter(|m| !m.is_empty()))
 }
 
 /// A record with where it sits in the history.
