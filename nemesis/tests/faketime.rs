@@ -1,8 +1,7 @@
 //! libfaketime clock offsets observed by a real running process (this test binary,
 //! re-run as a helper). Skips when libfaketime is not installed.
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::skip;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

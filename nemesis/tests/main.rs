@@ -8,6 +8,8 @@ mod netns;
 mod process;
 mod proxy;
 mod schedule;
+#[path = "../../testing/skip.rs"]
+mod skip;
 
 #[test]
 fn every_test_file_is_a_module_here() {

@@ -49,8 +49,7 @@ fn helper_echo_server() {
     }
 }
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::skip;
 
 fn skip_reason() -> Option<String> {
     netns::unavailable_reason()
