@@ -31,6 +31,77 @@ fn splitbrain(hosts: &Path, store: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// How long one harness run here may take before the test kills it and fails: a run takes
+/// seconds (the longest, 7 s of faults plus setup and checking, well under a minute); the
+/// bound only turns a hang into a failure that says so.
+const RUN_BOUND: Duration = Duration::from_secs(240);
+
+/// A harness process that is killed (and reaped) if the test drops it, e.g. when an
+/// assertion fails while it still runs, so a failed test never leaves a run behind.
+struct Harness(std::process::Child);
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Runs `cmd` to its end and returns what it printed; a run still going after
+/// [`RUN_BOUND`] is killed and the test fails, with its live status and its stderr.
+fn output_bounded(mut cmd: Command, store: &Path) -> std::process::Output {
+    use std::io::Read;
+    let mut child = Harness(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pipe = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let stdout = pipe(Box::new(child.0.stdout.take().unwrap()));
+    let stderr = pipe(Box::new(child.0.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > RUN_BOUND {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let Some(status) = status else {
+        let pid = child.0.id();
+        drop(child);
+        let err = stderr.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+        let live = std::fs::read_to_string(store.join("latest/live.json")).unwrap_or_default();
+        panic!(
+            "the harness (pid {pid}) was still running after {} s and was killed; live.json: {live}\nstderr:\n{}",
+            RUN_BOUND.as_secs(),
+            String::from_utf8_lossy(&err)
+        );
+    };
+    let read = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default()
+    };
+    std::process::Output {
+        status,
+        stdout: read(stdout),
+        stderr: read(stderr),
+    }
+}
+
 fn assert_clean(bed: &SshTestbed) {
     // sshd's per-connection processes end a moment after the harness's master exits.
     let start = Instant::now();
@@ -68,10 +139,10 @@ fn start_kv_until_a_fault(
     store: &Path,
     seed: &str,
     stderr: Stdio,
-) -> std::process::Child {
+) -> Harness {
     let hosts = store.join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
-    let mut child = splitbrain(
+    let child = splitbrain(
         &hosts,
         store,
         &[
@@ -91,6 +162,7 @@ fn start_kv_until_a_fault(
     .stderr(stderr)
     .spawn()
     .unwrap();
+    let mut child = Harness(child);
     let start = Instant::now();
     while !nemesis_ops(store)
         .iter()
@@ -100,7 +172,7 @@ fn start_kv_until_a_fault(
             start.elapsed() < Duration::from_secs(30),
             "no fault started"
         );
-        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(child.0.try_wait().unwrap().is_none(), "the run ended early");
         std::thread::sleep(Duration::from_millis(100));
     }
     child
@@ -112,7 +184,8 @@ fn kv_on_three_hosts_under_partitions_and_kills_is_valid_and_leaves_nothing() {
     let store = tempfile::tempdir().unwrap();
     let hosts = store.path().join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
-    let out = splitbrain(
+    let out = output_bounded(
+        splitbrain(
         &hosts,
         store.path(),
         &[
@@ -129,9 +202,9 @@ fn kv_on_three_hosts_under_partitions_and_kills_is_valid_and_leaves_nothing() {
             "--rate",
             "100",
         ],
-    )
-    .output()
-    .unwrap();
+    ),
+        store.path(),
+    );
     let r = results(store.path());
     assert_eq!(
         out.status.code(),
@@ -160,7 +233,8 @@ fn txn_list_append_on_three_hosts_under_partitions_is_valid() {
     let store = tempfile::tempdir().unwrap();
     let hosts = store.path().join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
-    let out = splitbrain(
+    let out = output_bounded(
+        splitbrain(
         &hosts,
         store.path(),
         &[
@@ -177,9 +251,9 @@ fn txn_list_append_on_three_hosts_under_partitions_is_valid() {
             "--seed",
             "5",
         ],
-    )
-    .output()
-    .unwrap();
+    ),
+        store.path(),
+    );
     let r = results(store.path());
     assert_eq!(
         out.status.code(),
@@ -213,7 +287,7 @@ fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit
             "2",
         ];
         args.extend_from_slice(extra);
-        let out = splitbrain(&hosts, store.path(), &args).output().unwrap();
+        let out = output_bounded(splitbrain(&hosts, store.path(), &args), store.path());
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert_eq!(out.status.code(), Some(4), "{stderr}");
         assert!(
@@ -261,7 +335,8 @@ fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit
     // uploaded and exits at once: every host is cleaned all the same.
     let hosts = store.path().join("hosts.toml");
     std::fs::write(&hosts, &good).unwrap();
-    let out = splitbrain(
+    let out = output_bounded(
+        splitbrain(
         &hosts,
         store.path(),
         &[
@@ -274,9 +349,9 @@ fn a_wrong_key_a_closed_port_a_host_without_nft_or_a_node_that_cannot_start_exit
             "--target-bin",
             "/bin/false",
         ],
-    )
-    .output()
-    .unwrap();
+    ),
+        store.path(),
+    );
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{e}");
     assert!(
@@ -292,20 +367,19 @@ fn sigint_mid_run_heals_collects_and_leaves_nothing() {
     let store = tempfile::tempdir().unwrap();
     let mut child = start_kv_until_a_fault(&bed, store.path(), "9", Stdio::piped());
     // SAFETY: kill(2) on the child we spawned and have not reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGINT) };
     let start = Instant::now();
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             break s;
         }
         if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
             panic!("the run did not stop within 30 s of SIGINT");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(4), "{stderr}");
     assert_eq!(results(store.path())["incomplete"], "interrupted (SIGINT)");
     let ops = nemesis_ops(store.path());
@@ -329,8 +403,8 @@ fn a_sigkilled_harness_leaves_nothing_on_the_hosts() {
             .any(|l| l.starts_with("process") && l.contains("splitbrain-kv")),
         "no node was running on the hosts: {before:#?}"
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     // No teardown ran: whatever is gone, the hosts' leashes removed.
     assert_clean(&bed);
 }
@@ -419,6 +493,95 @@ fn a_faketime_clock_target_has_its_clocks_moved_on_the_hosts() {
         support::watch_faketime_offsets(&mut child, &marker, 3, 3600, Duration::from_secs(30));
     let out = child.wait_with_output().unwrap();
     support::assert_faketime_run(store.path(), &out, &seen, 3, 3600);
+    assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
+
+/// `--nemesis slow` on namespace hosts goes through each host's link proxy: a plan slows
+/// every peer link by 100 ms for 4 s; the run is valid, the proxies measured delayed
+/// chunks held at least that long, and every write invoked well inside the window (one
+/// second after it opened) took at least the delay, since committing it needs a peer.
+#[test]
+fn slow_links_on_three_hosts_go_through_the_host_proxies_and_show_in_latency() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let plan = store.path().join("slow-plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!([{"at_ms": 1000, "for_ms": 4000, "f": "slow",
+            "nodes": ["n1", "n2", "n3"], "delay_ms": 100, "jitter_ms": 0}])
+        .to_string(),
+    )
+    .unwrap();
+    let out = output_bounded(
+        splitbrain(
+            &hosts,
+            store.path(),
+            &[
+                "--target",
+                "kv",
+                "--nemesis-plan",
+                plan.to_str().unwrap(),
+                "--time-limit",
+                "6",
+                "--seed",
+                "7",
+            ],
+        ),
+        store.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r = results(store.path());
+    assert_eq!(out.status.code(), Some(0), "{r:#}\n{stderr}");
+    assert_eq!(r["valid"], true);
+    let ops = support::history(store.path());
+    let at = |f: &str| {
+        ops.iter()
+            .find(|o| o["process"] == "nemesis" && o["f"] == f)
+            .unwrap_or_else(|| panic!("no {f} recorded:\n{stderr}"))
+    };
+    let (start, stop) = (at("start-slow"), at("stop-slow"));
+    assert!(start["value"].get("error").is_none(), "{start}");
+    let links: Value = serde_json::from_slice(
+        &std::fs::read(store.path().join("latest/links.json")).expect("links.json"),
+    )
+    .unwrap();
+    let total = &links["total"];
+    assert_eq!(links["hosts_reporting"], 3, "{links:#}");
+    assert!(total["delayed_chunks"].as_u64().unwrap() > 0, "{links:#}");
+    assert!(
+        total["mean_delay_ms"].as_f64().unwrap() >= 100.0,
+        "a delayed chunk left a proxy before its delay: {links:#}"
+    );
+    // Writes invoked from 1 s after the slow links were set until they were lifted.
+    let from = start["time"].as_u64().unwrap() + 1_000_000_000;
+    let until = stop["time"].as_u64().unwrap();
+    let mut invoked = std::collections::HashMap::new();
+    let mut latencies_ms = Vec::new();
+    for o in &ops {
+        let (p, t) = (o["process"].to_string(), o["time"].as_u64().unwrap_or(0));
+        match o["type"].as_str() {
+            Some("invoke") => {
+                invoked.insert(p, t);
+            }
+            Some("ok") if o["f"] == "write" => {
+                if let Some(&i) = invoked.get(&p) {
+                    if i >= from && t <= until {
+                        latencies_ms.push((t - i) as f64 / 1e6);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(!latencies_ms.is_empty(), "no write completed inside the window");
+    let fastest = latencies_ms.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(
+        fastest >= 100.0,
+        "a write inside the slow window took {fastest:.1} ms, under the 100 ms delay: {latencies_ms:?}"
+    );
     assert_logs_collected(store.path(), 3);
     assert_clean(&bed);
 }

@@ -15,6 +15,14 @@ use std::time::{Duration, Instant};
 /// The sshd binary the testbed runs.
 pub const SSHD: &str = "/usr/sbin/sshd";
 
+/// Shell lines (run in sshd's private mount namespace) that put an empty file over each
+/// startup file the login user's shell reads for a remote command (bash: ~/.bashrc when
+/// started by sshd; zsh: ~/.zshenv).
+const QUIET_SHELL_STARTUP: &str = "h=$(getent passwd \"$(id -un)\" | cut -d: -f6); h=${h:-$HOME}\n\
+    for f in \"$h/.bashrc\" \"$h/.zshenv\"; do\n\
+    if [ -f \"$f\" ]; then mount --bind /dev/null \"$f\" || exit 1; fi\n\
+    done\n";
+
 /// Why a testbed cannot be made here, if it cannot (not root, no sshd, no ip/nft).
 pub fn unavailable_reason() -> Option<String> {
     if let Some(why) = splitbrain_nemesis::netns::unavailable_reason() {
@@ -159,18 +167,20 @@ impl SshTestbed {
             );
             std::fs::write(h.join("sshd_config"), config)?;
             let log = std::fs::File::create(h.join("sshd.log"))?;
-            let mut cmd = if without_nft.contains(&i) {
-                // unshare and sh exec in turn, so the PID is still sshd's.
-                let mut c = self.ns.command(i, "unshare");
-                c.args(["-m", "sh", "-c"]).arg(format!(
-                    "mount --bind /dev/null \"$(command -v nft || echo /usr/sbin/nft)\" && exec {SSHD} -D -e -f \"$0\""
-                ));
-                c
-            } else {
-                let mut c = self.ns.command(i, SSHD);
-                c.args(["-D", "-e", "-f"]);
-                c
-            };
+            // Every sshd runs in a mount namespace of its own, where the login user's shell
+            // startup files read for remote commands are empty: these hosts share this
+            // machine's home directories, and a developer's ~/.bashrc (pyenv's rehash waits
+            // up to 60 s on a lock file) would otherwise run before every remote command.
+            // unshare and sh exec in turn, so the PID is still sshd's.
+            let mut mounts = String::from(QUIET_SHELL_STARTUP);
+            if without_nft.contains(&i) {
+                mounts.push_str(
+                    "mount --bind /dev/null \"$(command -v nft || echo /usr/sbin/nft)\" || exit 1\n",
+                );
+            }
+            let mut cmd = self.ns.command(i, "unshare");
+            cmd.args(["-m", "sh", "-c"])
+                .arg(format!("{mounts}exec {SSHD} -D -e -f \"$0\""));
             let child = cmd
                 .arg(h.join("sshd_config"))
                 .stdin(Stdio::null())
