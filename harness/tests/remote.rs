@@ -561,6 +561,8 @@ fn slow_links_on_three_hosts_go_through_the_host_proxies_and_show_in_latency() {
     .unwrap();
     let total = &links["total"];
     assert_eq!(links["hosts_reporting"], 3, "{links:#}");
+    // The same figures are in the run's summary (results.json; report.html shows them).
+    assert_eq!(r["links"], links, "{r:#}");
     assert!(total["delayed_chunks"].as_u64().unwrap() > 0, "{links:#}");
     assert!(
         total["mean_delay_ms"].as_f64().unwrap() >= 100.0,

@@ -344,8 +344,12 @@ pub async fn run(opts: &TailOptions) -> anyhow::Result<TailReport> {
         }
     }
     let cells: Vec<TailRun> = runs.iter().filter_map(|r| median_run(r)).collect();
+    let nodes = match &opts.hosts {
+        Some(h) => format!("one node per host of {h} (over SSH, link proxies on the hosts)"),
+        None => "3 nodes (loopback)".to_string(),
+    };
     let intro = format!(
-        "3 nodes, 1 shard, register workload (half reads), {} clients, {:.0} s measured per \
+        "{nodes}, 1 shard, register workload (half reads), {} clients, {:.0} s measured per \
          cell after {WARMUP_S:.0} s of warm-up (faults on), \
          {rounds} run(s) of every cell (the median by p99 shown), \
          offered load {rate:.0} ops/s = {:.0}% of the measured capacity ({capacity:.0} ok ops/s, \

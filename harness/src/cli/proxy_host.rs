@@ -13,6 +13,10 @@ pub struct ProxyHostArgs {
     /// Seed of the links' loss and jitter.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Loss holds a binary stream up by retransmission timeouts instead of dropping
+    /// newline-terminated messages (`LossMode::Retransmit`).
+    #[arg(long)]
+    binary_streams: bool,
     /// Where each link forwards to, in order (one listener per target).
     #[arg(long = "target")]
     targets: Vec<SocketAddr>,
@@ -26,6 +30,10 @@ pub(crate) fn cmd_proxy_host(a: ProxyHostArgs) -> anyhow::Result<u8> {
             a.bind,
             &a.targets,
             a.seed,
+            match a.binary_streams {
+                true => splitbrain_nemesis::proxy::LossMode::Retransmit,
+                false => splitbrain_nemesis::proxy::LossMode::Lines,
+            },
             input,
             tokio::io::stdout(),
         )

@@ -54,7 +54,9 @@ pub struct RemoteProxies {
 impl RemoteProxies {
     /// Uploads `binary` (this program) to `bin_dir` on every host and starts its proxy:
     /// host `i`'s links go to `peer_addrs[j]` for every other `j`, and with
-    /// `client_links` one to `client_addrs[i]`.
+    /// `client_links` one to `client_addrs[i]`; with `binary_streams`, `loss` holds the
+    /// peer streams up by retransmission timeouts instead of dropping lines.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         hosts: &[Arc<HostSession>],
         binary: &Path,
@@ -62,6 +64,7 @@ impl RemoteProxies {
         peer_addrs: &[SocketAddr],
         client_addrs: &[SocketAddr],
         client_links: bool,
+        binary_streams: bool,
         seed: u64,
     ) -> Result<RemoteProxies, RemoteError> {
         let mut out = RemoteProxies {
@@ -85,6 +88,9 @@ impl RemoteProxies {
                 h.host.ip,
                 seed ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)
             );
+            if binary_streams {
+                script.push_str(" --binary-streams");
+            }
             for t in &targets {
                 script.push_str(&format!(" --target {t}"));
             }
@@ -297,7 +303,8 @@ impl NetworkFaults for RemoteProxies {
 }
 
 /// What the proxies measured, per directed link between nodes (`n1->n2`: node 1's
-/// messages to node 2, whichever side dialled), as written to `links.json` and shown in
+/// messages to node 2, whichever side dialled) and, where client links were proxied, per
+/// node's answers to its clients (`n1->clients`), as written to `links.json` and shown in
 /// the run's summary and report.
 pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> LinkMeasures {
     // (from, to) -> [lines, dropped, delayed chunks, held us, max us]
@@ -320,19 +327,41 @@ pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> Lin
             }
         }
     }
+    // Each node's answers to its clients, where its client link was proxied.
+    let mut answers = vec![None; n];
+    for (i, (_, stats)) in per_host.iter().enumerate() {
+        if let Some(client) = stats.as_ref().and_then(|s| s.get(n.saturating_sub(1))) {
+            let d = &client.backward;
+            answers[i] = Some([
+                d.lines,
+                d.lines_dropped,
+                d.delayed_chunks,
+                d.delayed_held_us,
+                d.max_held_us,
+            ]);
+        }
+    }
     let mut links = Vec::new();
     let mut total = [0u64; 5];
+    let mut add = |f: [u64; 5]| {
+        for k in 0..4 {
+            total[k] += f[k];
+        }
+        total[4] = total[4].max(f[4]);
+    };
+    for (i, f) in answers.iter().enumerate() {
+        if let Some(f) = *f {
+            add(f);
+            links.push(measure(&format!("n{}", i + 1), "clients", f));
+        }
+    }
     for from in 0..n {
         for to in 0..n {
             if from == to {
                 continue;
             }
             let f = flows[from * n + to];
-            total[0] += f[0];
-            total[1] += f[1];
-            total[2] += f[2];
-            total[3] += f[3];
-            total[4] = total[4].max(f[4]);
+            add(f);
             links.push(measure(
                 &format!("n{}", from + 1),
                 &format!("n{}", to + 1),
@@ -429,5 +458,23 @@ mod tests {
         );
         assert_eq!(m.total.mean_delay_ms, Some(250.0 / 3.0));
         assert_eq!((m.hosts_reporting, m.hosts), (2, 3));
+        assert!(m.links.iter().all(|l| l.to != "clients"));
+        // With client links: a third link per host, whose backward direction is the
+        // node's answers.
+        let with_client = vec![(
+            "h1".to_string(),
+            Some(vec![
+                LinkStats::default(),
+                LinkStats::default(),
+                link(zero.clone(), dir(7, 0, 7, 7 * 50_000)),
+            ]),
+        )];
+        let m2 = summarize(3, &with_client);
+        let answers = m2
+            .links
+            .iter()
+            .find(|l| l.from == "n1" && l.to == "clients");
+        let answers = answers.expect("n1's answers to its clients");
+        assert_eq!((answers.messages, answers.mean_delay_ms), (7, Some(50.0)));
     }
 }

@@ -185,6 +185,7 @@ pub(crate) async fn run_remote_test(
                 &peer_addrs,
                 &client_addrs,
                 client_links,
+                target.peer_streams_are_binary(),
                 spec.seed,
             )
             .await

@@ -155,11 +155,13 @@ pub struct ProxyLinks {
 }
 
 impl ProxyLinks {
-    /// Binds one listener per target on `bind` (port chosen by the system).
+    /// Binds one listener per target on `bind` (port chosen by the system); `loss_mode`
+    /// is what `loss` does on every link.
     pub async fn start(
         bind: IpAddr,
         targets: &[SocketAddr],
         seed: u64,
+        loss_mode: LossMode,
     ) -> Result<ProxyLinks, NemesisError> {
         let (shutdown, _) = watch::channel(false);
         let live = Arc::new(AtomicUsize::new(0));
@@ -167,8 +169,7 @@ impl ProxyLinks {
         let mut tasks = Vec::new();
         for (k, &t) in targets.iter().enumerate() {
             let link_seed = seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let (link, task) =
-                spawn_link(bind, t, link_seed, LossMode::Lines, &shutdown, &live).await?;
+            let (link, task) = spawn_link(bind, t, link_seed, loss_mode, &shutdown, &live).await?;
             links.push(link);
             tasks.push(task);
         }
@@ -228,12 +229,13 @@ async fn say<W: AsyncWrite + Unpin>(out: &mut W, reply: &HostReply) -> std::io::
     out.flush().await
 }
 
-/// Runs a host's proxy: links on `bind` to `targets`, driven by `input` (see the module
-/// documentation), answering on `output`, until `input` ends.
+/// Runs a host's proxy: links on `bind` to `targets` (`loss_mode` on every one), driven
+/// by `input` (see the module documentation), answering on `output`, until `input` ends.
 pub async fn serve_host<R, W>(
     bind: IpAddr,
     targets: &[SocketAddr],
     seed: u64,
+    loss_mode: LossMode,
     input: R,
     mut output: W,
 ) -> Result<(), NemesisError>
@@ -241,7 +243,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let links = ProxyLinks::start(bind, targets, seed).await?;
+    let links = ProxyLinks::start(bind, targets, seed, loss_mode).await?;
     say(
         &mut output,
         &HostReply::Listen {
@@ -319,6 +321,7 @@ mod tests {
                 IpAddr::V4(Ipv4Addr::LOCALHOST),
                 &[target],
                 1,
+                LossMode::Lines,
                 BufReader::new(proxy_in),
                 proxy_out,
             )
