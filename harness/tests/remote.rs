@@ -52,25 +52,40 @@ impl Drop for Harness {
 /// Runs `cmd` to its end and returns what it printed; a run still going after
 /// [`RUN_BOUND`] is killed and the test fails, with its live status and its stderr.
 fn output_bounded(mut cmd: Command, store: &Path) -> std::process::Output {
-    use std::io::Read;
-    let mut child = Harness(
+    let child = Harness(
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let pipe = |mut r: Box<dyn Read + Send>| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            let _ = tx.send(v);
-        });
-        rx
+    wait_bounded(child, store)
+}
+
+/// Reads `r` to its end on a thread; the answer comes on the channel.
+fn read_in_background<R: std::io::Read + Send + 'static>(
+    mut r: R,
+) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        let _ = tx.send(v);
+    });
+    rx
+}
+
+/// Waits for `child` (whose stdout and stderr, where piped, are read as it runs) and
+/// returns what it printed; one still going after [`RUN_BOUND`] is killed and the test
+/// fails, with its live status and its stderr. A pipe some leftover process still holds
+/// open is given up after 10 s, so the wait for output is bounded too.
+fn wait_bounded(mut child: Harness, store: &Path) -> std::process::Output {
+    let stdout = child.0.stdout.take().map(read_in_background);
+    let stderr = child.0.stderr.take().map(read_in_background);
+    let read = |rx: Option<std::sync::mpsc::Receiver<Vec<u8>>>, bound: Duration| {
+        rx.and_then(|rx| rx.recv_timeout(bound).ok())
+            .unwrap_or_default()
     };
-    let stdout = pipe(Box::new(child.0.stdout.take().unwrap()));
-    let stderr = pipe(Box::new(child.0.stderr.take().unwrap()));
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.0.try_wait().unwrap() {
@@ -84,9 +99,7 @@ fn output_bounded(mut cmd: Command, store: &Path) -> std::process::Output {
     let Some(status) = status else {
         let pid = child.0.id();
         drop(child);
-        let err = stderr
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap_or_default();
+        let err = read(stderr, Duration::from_secs(5));
         let live = std::fs::read_to_string(store.join("latest/live.json")).unwrap_or_default();
         panic!(
             "the harness (pid {pid}) was still running after {} s and was killed; live.json: {live}\nstderr:\n{}",
@@ -94,13 +107,10 @@ fn output_bounded(mut cmd: Command, store: &Path) -> std::process::Output {
             String::from_utf8_lossy(&err)
         );
     };
-    let read = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
-        rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default()
-    };
     std::process::Output {
         status,
-        stdout: read(stdout),
-        stderr: read(stderr),
+        stdout: read(stdout, Duration::from_secs(10)),
+        stderr: read(stderr, Duration::from_secs(10)),
     }
 }
 
@@ -375,8 +385,11 @@ fn sigint_mid_run_heals_collects_and_leaves_nothing() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = child.0.stderr.take().map(read_in_background);
+    let stderr = stderr
+        .and_then(|rx| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr);
     assert_eq!(status.code(), Some(4), "{stderr}");
     assert_eq!(results(store.path())["incomplete"], "interrupted (SIGINT)");
     let ops = nemesis_ops(store.path());
@@ -458,7 +471,7 @@ fn a_faketime_clock_target_has_its_clocks_moved_on_the_hosts() {
     let hosts = store.path().join("hosts.toml");
     bed.write_hosts_file(&hosts, None).unwrap();
     let (spec, plan) = support::faketime_register_spec(store.path(), 3600);
-    let mut child = splitbrain(
+    let child = splitbrain(
         &hosts,
         store.path(),
         &[
@@ -478,6 +491,7 @@ fn a_faketime_clock_target_has_its_clocks_moved_on_the_hosts() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
+    let mut child = Harness(child);
     // The nodes' data directories are under the hosts' data directories.
     let marker = bed
         .data_dir(0)
@@ -487,9 +501,103 @@ fn a_faketime_clock_target_has_its_clocks_moved_on_the_hosts() {
         .display()
         .to_string();
     let seen =
-        support::watch_faketime_offsets(&mut child, &marker, 3, 3600, Duration::from_secs(30));
-    let out = child.wait_with_output().unwrap();
+        support::watch_faketime_offsets(&mut child.0, &marker, 3, 3600, Duration::from_secs(30));
+    let out = wait_bounded(child, store.path());
     support::assert_faketime_run(store.path(), &out, &seen, 3, 3600);
+    assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
+
+/// `--nemesis slow` on namespace hosts goes through each host's link proxy: a plan slows
+/// every peer link by 100 ms for 4 s; the run is valid, the proxies measured delayed
+/// chunks held at least that long, and every write invoked well inside the window (one
+/// second after it opened) took at least the delay, since committing it needs a peer.
+#[test]
+fn slow_links_on_three_hosts_go_through_the_host_proxies_and_show_in_latency() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let plan = store.path().join("slow-plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!([{"at_ms": 1000, "for_ms": 4000, "f": "slow",
+            "nodes": ["n1", "n2", "n3"], "delay_ms": 100, "jitter_ms": 0}])
+        .to_string(),
+    )
+    .unwrap();
+    let out = output_bounded(
+        splitbrain(
+            &hosts,
+            store.path(),
+            &[
+                "--target",
+                "kv",
+                "--nemesis-plan",
+                plan.to_str().unwrap(),
+                "--time-limit",
+                "6",
+                "--seed",
+                "7",
+            ],
+        ),
+        store.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r = results(store.path());
+    assert_eq!(out.status.code(), Some(0), "{r:#}\n{stderr}");
+    assert_eq!(r["valid"], true);
+    let ops = support::history(store.path());
+    let at = |f: &str| {
+        ops.iter()
+            .find(|o| o["process"] == "nemesis" && o["f"] == f)
+            .unwrap_or_else(|| panic!("no {f} recorded:\n{stderr}"))
+    };
+    let (start, stop) = (at("start-slow"), at("stop-slow"));
+    assert!(start["value"].get("error").is_none(), "{start}");
+    let links: Value = serde_json::from_slice(
+        &std::fs::read(store.path().join("latest/links.json")).expect("links.json"),
+    )
+    .unwrap();
+    let total = &links["total"];
+    assert_eq!(links["hosts_reporting"], 3, "{links:#}");
+    // The same figures are in the run's summary (results.json; report.html shows them).
+    assert_eq!(r["links"], links, "{r:#}");
+    assert!(total["delayed_chunks"].as_u64().unwrap() > 0, "{links:#}");
+    assert!(
+        total["mean_delay_ms"].as_f64().unwrap() >= 100.0,
+        "a delayed chunk left a proxy before its delay: {links:#}"
+    );
+    // Writes invoked from 1 s after the slow links were set until they were lifted.
+    let from = start["time"].as_u64().unwrap() + 1_000_000_000;
+    let until = stop["time"].as_u64().unwrap();
+    let mut invoked = std::collections::HashMap::new();
+    let mut latencies_ms = Vec::new();
+    for o in &ops {
+        let (p, t) = (o["process"].to_string(), o["time"].as_u64().unwrap_or(0));
+        match o["type"].as_str() {
+            Some("invoke") => {
+                invoked.insert(p, t);
+            }
+            Some("ok") if o["f"] == "write" => {
+                if let Some(&i) = invoked.get(&p) {
+                    if i >= from && t <= until {
+                        latencies_ms.push((t - i) as f64 / 1e6);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        !latencies_ms.is_empty(),
+        "no write completed inside the window"
+    );
+    let fastest = latencies_ms.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(
+        fastest >= 100.0,
+        "a write inside the slow window took {fastest:.1} ms, under the 100 ms delay: {latencies_ms:?}"
+    );
     assert_logs_collected(store.path(), 3);
     assert_clean(&bed);
 }

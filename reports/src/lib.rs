@@ -13,6 +13,7 @@
 
 mod compare;
 mod compare_html;
+mod links;
 mod live;
 mod net;
 mod report;
@@ -22,6 +23,7 @@ mod table;
 mod tail;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
+pub use links::{LinkMeasure, LinkMeasures};
 pub use live::{live_html, LiveStatus};
 pub use net::{NetStats, NodeNetStats, OpTypeNetStats};
 pub use report::{
@@ -70,6 +72,10 @@ pub struct RunSummary {
     /// (state, fault) pairs). Absent for runs without faults and in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault_search: Option<FaultSearch>,
+    /// What the link proxies measured, for runs on SSH hosts with proxied link faults.
+    /// Absent otherwise and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<LinkMeasures>,
 }
 
 /// How a run's faults were chosen (`--nemesis-search`) and the coverage its sampler
@@ -123,6 +129,7 @@ impl RunSummary {
             stopped_early: None,
             first_known_at_s: Default::default(),
             fault_search: None,
+            links: None,
         }
     }
 }

@@ -63,6 +63,9 @@ pub fn summary_table(s: &RunSummary) -> String {
             rows.push(row("  its plan", plan.clone()));
         }
     }
+    if let Some(links) = &s.links {
+        rows.push(row("links", links.describe()));
+    }
     if let Some(seed) = s.seed {
         rows.push(row("seed", seed.to_string()));
     }

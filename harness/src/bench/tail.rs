@@ -115,6 +115,9 @@ pub struct TailOptions {
     pub clients: usize,
     /// Rounds: every cell runs this many times (at least once).
     pub runs: usize,
+    /// Run every cell on these SSH hosts (`--hosts`, one node per host) instead of
+    /// loopback.
+    pub hosts: Option<String>,
 }
 
 /// The test of one cell: `splitbrain test --target kv --nodes 3 --nemesis none` at this
@@ -131,7 +134,9 @@ fn spec(
         name: Some(name.to_string()),
         nemesis: Some("none".into()),
         nemesis_interval: 10.0,
-        nodes: Some(3),
+        // on hosts: one node per host
+        nodes: opts.hosts.is_none().then_some(3),
+        hosts: opts.hosts.clone(),
         concurrency: clients,
         rate,
         time_limit: secs,
@@ -339,8 +344,12 @@ pub async fn run(opts: &TailOptions) -> anyhow::Result<TailReport> {
         }
     }
     let cells: Vec<TailRun> = runs.iter().filter_map(|r| median_run(r)).collect();
+    let nodes = match &opts.hosts {
+        Some(h) => format!("one node per host of {h} (over SSH, link proxies on the hosts)"),
+        None => "3 nodes (loopback)".to_string(),
+    };
     let intro = format!(
-        "3 nodes, 1 shard, register workload (half reads), {} clients, {:.0} s measured per \
+        "{nodes}, 1 shard, register workload (half reads), {} clients, {:.0} s measured per \
          cell after {WARMUP_S:.0} s of warm-up (faults on), \
          {rounds} run(s) of every cell (the median by p99 shown), \
          offered load {rate:.0} ops/s = {:.0}% of the measured capacity ({capacity:.0} ok ops/s, \
@@ -390,12 +399,22 @@ mod tests {
             policies: vec!["hedged".into()],
             clients: 40,
             runs: 1,
+            hosts: None,
         };
         let cell = spec(&opts, "tail-hedged", "hedged", 100.0, opts.clients, 10.0);
         assert_eq!((cell.concurrency, cell.rate), (40, 100.0));
         assert_eq!(cell.read_mode.as_deref(), Some("hedged"));
         let cal = spec(&opts, "cap", "read-index", 0.0, CALIBRATION_CLIENTS, 6.0);
         assert_eq!((cal.concurrency, cal.rate), (16, 0.0));
+        assert_eq!((cell.nodes, cell.hosts.as_deref()), (Some(3), None));
+        let on_hosts = TailOptions {
+            hosts: Some("/tmp/hosts.toml".into()),
+            ..opts
+        };
+        let cell = spec(&on_hosts, "tail-hedged", "hedged", 100.0, 40, 10.0);
+        // one node per host
+        assert_eq!(cell.nodes, None);
+        assert_eq!(cell.hosts.as_deref(), Some("/tmp/hosts.toml"));
     }
 
     #[test]

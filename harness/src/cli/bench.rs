@@ -94,6 +94,10 @@ pub(crate) struct BenchArgs {
     /// the runs go to a scratch directory removed at the end.
     #[arg(long)]
     store: Option<PathBuf>,
+    /// Run the tail bench's cells on these SSH hosts, one node per host (a hosts file or
+    /// addresses, as `splitbrain test --hosts`).
+    #[arg(long)]
+    hosts: Option<String>,
     /// The minimum hedge delay, ms (tail bench).
     #[arg(long, default_value_t = 2)]
     hedge_floor_ms: u64,
@@ -236,6 +240,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
         policies: a.policies.clone(),
         clients: a.clients,
         runs: a.runs,
+        hosts: a.hosts.clone(),
     };
     let report = runtime()?.block_on(splitbrain::bench::tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);

@@ -9,6 +9,7 @@ mod check;
 mod checker_selection;
 mod compare;
 mod list;
+mod proxy_host;
 mod report;
 mod serve;
 mod shrink;
@@ -78,6 +79,9 @@ enum Command {
     Shrink(shrink::ShrinkArgs),
     /// Re-render a run directory's report.html from its history, results and test.json.
     Report(report::ReportArgs),
+    /// The link proxy a remote run starts on each host (driven by the harness over SSH).
+    #[command(hide = true)]
+    ProxyHost(proxy_host::ProxyHostArgs),
 }
 
 impl Cli {
@@ -107,6 +111,7 @@ pub fn try_main(cli: Cli) -> anyhow::Result<u8> {
         Command::Bench(a) => bench::cmd_bench(a),
         Command::Suite(a) => suite::cmd_suite(a),
         Command::Report(a) => report::cmd_report(a),
+        Command::ProxyHost(a) => proxy_host::cmd_proxy_host(a),
         Command::Shrink(a) => match a.run.clone() {
             Some(run) => shrink_schedule::cmd_shrink_schedule(&run, &a),
             None => shrink::cmd_shrink(a),

@@ -239,6 +239,7 @@ pub(crate) async fn run_maelstrom_test(
         Some(stats),
         None,
         searched,
+        None,
     )
     .await
 }

@@ -225,6 +225,14 @@ impl RemoteCluster {
         Ok(cluster)
     }
 
+    /// Replaces node `i`'s arguments (before it first starts: e.g. with the link proxies'
+    /// addresses, known only once they run).
+    pub fn set_args(&mut self, i: usize, args: Vec<String>) {
+        if let Some(n) = self.nodes.get_mut(i) {
+            n.get_mut().spec.args = args;
+        }
+    }
+
     fn node_name(&self, i: usize) -> String {
         format!("n{}", i + 1)
     }

@@ -27,6 +27,7 @@ pub mod cluster;
 pub mod firewall;
 pub mod hosts;
 pub mod leash;
+pub mod proxies;
 pub mod run;
 pub mod session;
 pub mod testbed;

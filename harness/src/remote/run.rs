@@ -9,6 +9,7 @@
 use super::cluster::{BinarySource, RemoteCluster, RemoteNodeSpec};
 use super::firewall::{self, HostFirewall, RemoteFirewall};
 use super::hosts::Host;
+use super::proxies::RemoteProxies;
 use super::session::HostSession;
 use super::RemoteError;
 use crate::check_options::CheckOptions;
@@ -65,10 +66,34 @@ pub(crate) async fn run_remote_test(
         );
         e
     };
-    let needs_firewall = nemesis_spec
-        .faults
-        .iter()
-        .any(|f| splitbrain_nemesis::NETWORK_FAULTS.contains(&f.as_str()));
+    // Faults only a proxy can carry put a proxy on every host (for targets whose nodes
+    // can be told where to dial); partitions alone stay nftables rules.
+    let wants_proxies = matches!(target.network(), NodeNetwork::Mesh)
+        && hosts.len() > 1
+        && nemesis_spec
+            .faults
+            .iter()
+            .any(|f| PROXIED_FAULTS.contains(&f.as_str()));
+    if let Some(why) = proxies_unavailable(
+        &target,
+        hosts.len(),
+        nemesis_spec
+            .faults
+            .iter()
+            .find(|f| PROXIED_FAULTS.contains(&f.as_str())),
+    ) {
+        return Err(fail(anyhow::anyhow!(why)));
+    }
+    let client_links = wants_proxies
+        && nemesis_spec
+            .faults
+            .iter()
+            .any(|f| splitbrain_nemesis::CLIENT_LINK_FAULTS.contains(&f.as_str()));
+    let needs_firewall = !wants_proxies
+        && nemesis_spec
+            .faults
+            .iter()
+            .any(|f| splitbrain_nemesis::NETWORK_FAULTS.contains(&f.as_str()));
     let (sessions, firewalls) = match connect_all(hosts, needs_firewall).await {
         Ok(x) => x,
         Err((sessions, e)) => {
@@ -123,7 +148,7 @@ pub(crate) async fn run_remote_test(
             }
         })
         .collect();
-    let cluster = match RemoteCluster::prepare(
+    let mut cluster = match RemoteCluster::prepare(
         target.clone(),
         sessions.clone(),
         &firewalls,
@@ -142,7 +167,73 @@ pub(crate) async fn run_remote_test(
         }
     };
     let local_nodes = run_dir.path.join("nodes");
+    let mut client_addrs = client_addrs;
+    let proxies = if wants_proxies {
+        let bin_dirs: Vec<String> = sessions
+            .iter()
+            .map(|s| match s.host.keep_binary {
+                // Kept across runs beside the node binary, like it.
+                true => format!("{}/bin", s.host.data_dir.display()),
+                false => format!("{}/bin", super::cluster::host_run_dir(s, &tag)),
+            })
+            .collect();
+        let started = match std::env::current_exe() {
+            Ok(exe) => RemoteProxies::start(
+                &sessions,
+                &exe,
+                &bin_dirs,
+                &peer_addrs,
+                &client_addrs,
+                client_links,
+                target.peer_streams_are_binary(),
+                spec.seed,
+            )
+            .await
+            .map_err(anyhow::Error::new),
+            Err(e) => Err(anyhow::Error::new(e).context("finding this program to upload")),
+        };
+        match started {
+            Ok(p) => {
+                // Node i dials node j through host i's link to j.
+                for i in 0..hosts.len() {
+                    let dial: Vec<SocketAddr> = (0..hosts.len())
+                        .map(|j| p.dial_addr(i, j, peer_addrs[i]))
+                        .collect();
+                    let data = format!(
+                        "{}/n{}/data",
+                        super::cluster::host_run_dir(&sessions[i], &tag),
+                        i + 1
+                    );
+                    cluster.set_args(
+                        i,
+                        target.node_args(
+                            i,
+                            client_addrs[i],
+                            peer_addrs[i],
+                            &dial,
+                            std::path::Path::new(&data),
+                            &topts,
+                        ),
+                    );
+                    if let Some(a) = p.client_addr(i) {
+                        client_addrs[i] = a;
+                    }
+                }
+                Some(p)
+            }
+            Err(e) => {
+                report_errors(cluster.teardown(&local_nodes).await);
+                close_all(sessions).await;
+                return Err(fail(e.context("starting the link proxies")));
+            }
+        }
+    } else {
+        None
+    };
     if let Err(e) = cluster.start(Duration::from_secs(30)).await {
+        if let Some(p) = &proxies {
+            p.finish().await;
+        }
         report_errors(cluster.teardown(&local_nodes).await);
         close_all(sessions).await;
         return Err(fail(anyhow::Error::new(e).context("starting the cluster")));
@@ -154,10 +245,13 @@ pub(crate) async fn run_remote_test(
             hosts.iter().map(|h| h.ip).collect(),
         ))
     });
-    let nemesis = Nemesis::with_network(
-        nemesis_spec,
-        fw.clone().map(|f| f as Arc<dyn NetworkFaults>),
-    );
+    let proxies = proxies.map(Arc::new);
+    let network: Option<Arc<dyn NetworkFaults>> = match (&fw, &proxies) {
+        (Some(f), _) => Some(f.clone() as Arc<dyn NetworkFaults>),
+        (None, Some(p)) => Some(p.clone() as Arc<dyn NetworkFaults>),
+        (None, None) => None,
+    };
+    let nemesis = Nemesis::with_network(nemesis_spec, network);
     let clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
     let result = drive(
         spec,
@@ -174,6 +268,19 @@ pub(crate) async fn run_remote_test(
     if let Some(fw) = &fw {
         report_errors(fw.remove_all().await);
     }
+    let links = match &proxies {
+        Some(p) => {
+            let measured = super::proxies::summarize(hosts.len(), &p.finish().await);
+            eprintln!("splitbrain: links {}", measured.describe());
+            let file = run_dir.path.join("links.json");
+            let text = serde_json::to_vec_pretty(&measured).unwrap_or_default();
+            if let Err(e) = std::fs::write(&file, text) {
+                eprintln!("splitbrain: writing {}: {e}", file.display());
+            }
+            Some(measured)
+        }
+        None => None,
+    };
     report_errors(cluster.teardown(&local_nodes).await);
     let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
     drop(nemesis);
@@ -181,9 +288,36 @@ pub(crate) async fn run_remote_test(
     drop(cluster);
     close_all(sessions).await;
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None, None, searched,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, None, searched, links,
     )
     .await
+}
+
+/// Faults the hosts' firewalls cannot carry and the proxies can.
+const PROXIED_FAULTS: &[&str] = &["slow", "loss", "slow-client", "figure-8"];
+
+/// Why `fault` (one of [`PROXIED_FAULTS`]) cannot be run on these hosts, if it cannot.
+fn proxies_unavailable(
+    target: &Arc<dyn Target>,
+    hosts: usize,
+    fault: Option<&String>,
+) -> Option<String> {
+    let fault = fault?;
+    if !matches!(target.network(), NodeNetwork::Mesh) {
+        return Some(format!(
+            "`{fault}` on --hosts goes through a link proxy on each host, and node i must \
+             dial node j at the address of host i's proxy; {}'s members each advertise one \
+             fixed address to their peers, so their links cannot be pointed at proxies yet \
+             (and the hosts' firewalls carry only partitions)",
+            target.name()
+        ));
+    }
+    if hosts < 2 {
+        return Some(format!(
+            "`{fault}` acts on the links between nodes, and a run on one host has none"
+        ));
+    }
+    None
 }
 
 /// A command that does nothing taking longer than this on a host is worth a warning.

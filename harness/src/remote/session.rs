@@ -250,6 +250,24 @@ impl HostSession {
         }
     }
 
+    /// Starts `script` with its stdin and stdout piped to this process (stderr discarded),
+    /// for a long-lived command driven over them; the caller bounds its waits.
+    pub async fn spawn_piped(
+        &self,
+        script: &str,
+    ) -> Result<openssh::Child<&openssh::Session>, RemoteError> {
+        self.session
+            .command("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .await
+            .map_err(|e| self.lost(e))
+    }
+
     /// Ends the master connection.
     pub async fn close(self) {
         let _ = self.session.close().await;

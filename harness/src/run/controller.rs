@@ -163,7 +163,7 @@ pub(crate) async fn run_local_test(
     let online = online.map(OnlineMonitor::finish);
     let searched = fault_search(&nemesis, spec, &run_dir);
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched, None,
     )
     .await
 }
@@ -339,6 +339,7 @@ pub(crate) async fn finish_run(
     net: Option<splitbrain_reports::NetStats>,
     online: Option<OnlineOutcome>,
     fault_search: Option<splitbrain_reports::FaultSearch>,
+    links: Option<splitbrain_reports::LinkMeasures>,
 ) -> anyhow::Result<RunOutcome> {
     let ops = recorder.finish()?;
     let incomplete = match &result {
@@ -376,6 +377,7 @@ pub(crate) async fn finish_run(
         stopped_early: online.stopped_early,
         first_known_at_s,
         fault_search,
+        links,
     };
     let summary = store_summary_with(spec, run_dir, results, &history, incomplete, extra)?;
     Ok(RunOutcome {
@@ -413,6 +415,8 @@ struct SummaryExtra {
     first_known_at_s: std::collections::BTreeMap<String, f64>,
     /// How the faults were chosen and what the sampler reached.
     fault_search: Option<splitbrain_reports::FaultSearch>,
+    /// What the link proxies of a run on hosts measured.
+    links: Option<splitbrain_reports::LinkMeasures>,
 }
 
 /// [`store_summary`] with what else the run found ([`SummaryExtra`]).
@@ -436,6 +440,7 @@ fn store_summary_with(
     summary.stopped_early = extra.stopped_early;
     summary.first_known_at_s = extra.first_known_at_s;
     summary.fault_search = extra.fault_search;
+    summary.links = extra.links;
     let test = serde_json::to_value(spec)?;
     crate::check::write_outputs(&run_dir.path, &summary, history, Some(&test))?;
     Ok(summary)

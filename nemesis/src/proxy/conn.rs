@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{Link, LinkState, LossMode, RTO_MAX_BACKOFFS, RTO_MIN};
+use super::{DirCounters, Link, LinkState, LossMode, RTO_MAX_BACKOFFS, RTO_MIN};
 use crate::network::{CutMode, FlowFaults};
 
 /// Read size per chunk.
@@ -36,6 +36,14 @@ enum Dir {
 }
 
 impl Dir {
+    /// The index of this direction's counters in [`Link::stats`].
+    fn index(self) -> usize {
+        match self {
+            Dir::Forward => 0,
+            Dir::Backward => 1,
+        }
+    }
+
     fn of(self, s: &LinkState) -> &FlowFaults {
         match self {
             Dir::Forward => &s.forward,
@@ -155,6 +163,7 @@ async fn serve(client: TcpStream, link: Arc<Link>, id: u64, mut shutdown: watch:
         ChaCha8Rng::seed_from_u64(seed),
         reset_tx.clone(),
         stop.clone(),
+        &link,
     );
     let backward = pump(
         up_r,
@@ -165,6 +174,7 @@ async fn serve(client: TcpStream, link: Arc<Link>, id: u64, mut shutdown: watch:
         ChaCha8Rng::seed_from_u64(seed ^ 1),
         reset_tx,
         stop,
+        &link,
     );
     tokio::join!(forward, backward);
 }
@@ -179,7 +189,9 @@ async fn pump(
     rng: ChaCha8Rng,
     reset_tx: Arc<watch::Sender<bool>>,
     stop: Stop,
+    link: &Link,
 ) {
+    let counters = &link.stats[dir.index()];
     let (tx, rx) = mpsc::channel(QUEUE);
     // a reset on either side must stop the other side (and the other direction) at once
     let raise = |out: &Outcome| {
@@ -189,12 +201,22 @@ async fn pump(
     };
     let (reader_state, reader_stop) = (state.clone(), stop.clone());
     let reader = async {
-        let r = read_side(src, tx, dir, loss_mode, reader_state, rng, reader_stop).await;
+        let r = read_side(
+            src,
+            tx,
+            dir,
+            loss_mode,
+            reader_state,
+            rng,
+            reader_stop,
+            counters,
+        )
+        .await;
         raise(&r.0);
         r
     };
     let writer = async {
-        let w = write_side(dst, rx, dir, state, stop).await;
+        let w = write_side(dst, rx, dir, state, stop, counters).await;
         raise(&w.0);
         w
     };
@@ -290,14 +312,16 @@ fn retransmit_wait(len: usize, loss: f64, rng: &mut ChaCha8Rng) -> Duration {
     wait
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn read_side(
     mut src: OwnedReadHalf,
-    tx: mpsc::Sender<(Instant, Vec<u8>)>,
+    tx: mpsc::Sender<Chunk>,
     dir: Dir,
     loss_mode: LossMode,
     mut state: watch::Receiver<LinkState>,
     mut rng: ChaCha8Rng,
     mut stop: Stop,
+    counters: &DirCounters,
 ) -> (Outcome, OwnedReadHalf) {
     let mut buf = vec![0u8; CHUNK];
     let (mut dropping, mut line_start) = (false, true);
@@ -319,7 +343,9 @@ async fn read_side(
         if let Some(end) = gate(&mut state, dir, &mut stop).await {
             return (end, src);
         }
+        let read_at = Instant::now();
         let faults = dir.of(&state.borrow()).clone();
+        let lines_in = count_lines(&buf[..n]);
         let (data, held) = match loss_mode {
             LossMode::Lines => {
                 let kept = filter(
@@ -333,13 +359,19 @@ async fn read_side(
             }
             LossMode::Retransmit => (buf[..n].to_vec(), retransmit_wait(n, faults.loss, &mut rng)),
         };
+        let lines_out = count_lines(&data);
+        counters.lines.fetch_add(lines_in, Ordering::Relaxed);
+        counters
+            .lines_dropped
+            .fetch_add(lines_in.saturating_sub(lines_out), Ordering::Relaxed);
         if data.is_empty() {
             continue;
         }
+        let delayed = !faults.delay.is_zero() || !faults.jitter.is_zero();
         let due = (Instant::now() + sample_delay(&faults, &mut rng) + held).max(last_due);
         last_due = due;
         tokio::select! {
-            r = tx.send((due, data)) => if r.is_err() { return (Outcome::Done, src) },
+            r = tx.send(Chunk { due, data, read_at, delayed }) => if r.is_err() { return (Outcome::Done, src) },
             _ = stop.wait() => return (Outcome::Stopped, src),
         }
     }
@@ -347,13 +379,19 @@ async fn read_side(
 
 async fn write_side(
     mut dst: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<(Instant, Vec<u8>)>,
+    mut rx: mpsc::Receiver<Chunk>,
     dir: Dir,
     mut state: watch::Receiver<LinkState>,
     mut stop: Stop,
+    counters: &DirCounters,
 ) -> (Outcome, OwnedWriteHalf) {
     loop {
-        let (due, data) = tokio::select! {
+        let Chunk {
+            due,
+            data,
+            read_at,
+            delayed,
+        } = tokio::select! {
             m = rx.recv() => match m {
                 Some(item) => item,
                 None => {
@@ -393,6 +431,35 @@ async fn write_side(
                 }
             }
         }
+        counters.record_written(read_at.elapsed(), delayed);
+    }
+}
+
+/// A piece of the stream on its way through the link.
+struct Chunk {
+    /// When it may be written on.
+    due: Instant,
+    data: Vec<u8>,
+    /// When it was read.
+    read_at: Instant,
+    /// Whether the link had a delay when it was read.
+    delayed: bool,
+}
+
+fn count_lines(data: &[u8]) -> u64 {
+    data.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+impl DirCounters {
+    /// Counts a chunk written on after `held` in the proxy.
+    fn record_written(&self, held: Duration, delayed: bool) {
+        let us = held.as_micros().min(u64::MAX as u128) as u64;
+        self.chunks.fetch_add(1, Ordering::Relaxed);
+        if delayed {
+            self.delayed_chunks.fetch_add(1, Ordering::Relaxed);
+            self.delayed_held_us.fetch_add(us, Ordering::Relaxed);
+        }
+        self.max_held_us.fetch_max(us, Ordering::Relaxed);
     }
 }
 

@@ -24,6 +24,7 @@
 //! ([`crate::netns_mesh`]).
 
 mod conn;
+pub mod host;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -80,6 +81,32 @@ pub(crate) struct Link {
     pub(crate) connections: AtomicU64,
     /// What loss does on this link.
     pub(crate) loss_mode: LossMode,
+    /// What each direction measured (forward, backward).
+    pub(crate) stats: [DirCounters; 2],
+}
+
+/// What one direction of a link measured (read by [`host::ProxyLinks::stats`]).
+#[derive(Default)]
+pub(crate) struct DirCounters {
+    pub(crate) lines: AtomicU64,
+    pub(crate) lines_dropped: AtomicU64,
+    pub(crate) chunks: AtomicU64,
+    pub(crate) delayed_chunks: AtomicU64,
+    pub(crate) delayed_held_us: AtomicU64,
+    pub(crate) max_held_us: AtomicU64,
+}
+
+impl DirCounters {
+    pub(crate) fn snapshot(&self) -> host::DirStats {
+        host::DirStats {
+            lines: self.lines.load(Ordering::Relaxed),
+            lines_dropped: self.lines_dropped.load(Ordering::Relaxed),
+            chunks: self.chunks.load(Ordering::Relaxed),
+            delayed_chunks: self.delayed_chunks.load(Ordering::Relaxed),
+            delayed_held_us: self.delayed_held_us.load(Ordering::Relaxed),
+            max_held_us: self.max_held_us.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// One TCP proxy per directed link between `n` nodes, with fault controls.
@@ -355,6 +382,7 @@ async fn spawn_link(
         seed,
         connections: AtomicU64::new(0),
         loss_mode,
+        stats: Default::default(),
     });
     let task = tokio::spawn(conn::accept_loop(
         listener,

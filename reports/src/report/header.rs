@@ -173,6 +173,7 @@ pub fn header(summary: &RunSummary, test: Option<&Value>) -> Markup {
                 st.ops, st.ok, st.fail, st.info, st.nemesis_events
             )),
         ),
+        ("links", summary.links.as_ref().map(|l| l.describe())),
         ("run directory", summary.run_dir.clone()),
         ("version", field("version")),
     ];

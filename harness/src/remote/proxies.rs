@@ -1,0 +1,480 @@
+//! Link faults on remote hosts through proxies, as the local mesh does them: every host
+//! runs `splitbrain proxy-host` (this binary, uploaded beside the nodes) with one link per
+//! other node, listening on the host's address and forwarding to that node's peer port,
+//! and (when client-link faults are asked for) one in front of its own node's client
+//! port. Node `i` dials node `j` through host `i`'s link to `j`, so a peer connection is
+//! carried host to host by the dialler's proxy, which delays, drops, caps or cuts it
+//! exactly as [`splitbrain_nemesis::proxy::ProxyMesh`] does: the per-link code is the
+//! same ([`splitbrain_nemesis::proxy::host`]).
+//!
+//! Each proxy is driven over its SSH session's stdin and stdout (JSON lines); it ends when
+//! its stdin does (released here, or the harness died and the session closed). What the
+//! links measured (the time delayed chunks spent in them, the messages dropped) is asked
+//! for at the end and written to the run directory as `links.json`.
+
+use super::session::{quote, HostSession};
+use super::RemoteError;
+use splitbrain_nemesis::proxy::host::{HostReply, HostRequest, LinkStats, WireFlow};
+use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
+use splitbrain_reports::{LinkMeasure, LinkMeasures};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a proxy may take to start and say where it listens.
+const START_BOUND: Duration = Duration::from_secs(30);
+/// How long a released proxy may take to report and exit.
+const STOP_BOUND: Duration = Duration::from_secs(10);
+
+enum Msg {
+    Line(String),
+}
+
+struct HostProxy {
+    label: String,
+    /// Where each link listens: the other nodes' links in node order (this host's own
+    /// node skipped), then the client link if any.
+    listen: Vec<SocketAddr>,
+    /// `None` once released.
+    tx: std::sync::Mutex<Option<mpsc::UnboundedSender<Msg>>>,
+    done: tokio::sync::Mutex<Option<tokio::task::JoinHandle<Option<Vec<LinkStats>>>>>,
+}
+
+/// The proxies of a remote run, one per host; the run's network backend.
+pub struct RemoteProxies {
+    hosts: Vec<HostProxy>,
+    client_links: bool,
+    seq: AtomicU64,
+}
+
+impl RemoteProxies {
+    /// Uploads `binary` (this program) to `bin_dir` on every host and starts its proxy:
+    /// host `i`'s links go to `peer_addrs[j]` for every other `j`, and with
+    /// `client_links` one to `client_addrs[i]`; with `binary_streams`, `loss` holds the
+    /// peer streams up by retransmission timeouts instead of dropping lines.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start(
+        hosts: &[Arc<HostSession>],
+        binary: &Path,
+        bin_dirs: &[String],
+        peer_addrs: &[SocketAddr],
+        client_addrs: &[SocketAddr],
+        client_links: bool,
+        binary_streams: bool,
+        seed: u64,
+    ) -> Result<RemoteProxies, RemoteError> {
+        let mut out = RemoteProxies {
+            hosts: Vec::new(),
+            client_links,
+            seq: AtomicU64::new(0),
+        };
+        for (i, h) in hosts.iter().enumerate() {
+            let dest = format!("{}/splitbrain", bin_dirs[i]);
+            h.upload_if_changed(binary, &dest).await?;
+            let mut targets: Vec<SocketAddr> = (0..peer_addrs.len())
+                .filter(|&j| j != i)
+                .map(|j| peer_addrs[j])
+                .collect();
+            if client_links {
+                targets.push(client_addrs[i]);
+            }
+            let mut script = format!(
+                "exec {} proxy-host --bind {} --seed {}",
+                quote(&dest),
+                h.host.ip,
+                seed ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)
+            );
+            if binary_streams {
+                script.push_str(" --binary-streams");
+            }
+            for t in &targets {
+                script.push_str(&format!(" --target {t}"));
+            }
+            out.hosts.push(start_one(h.clone(), script).await?);
+        }
+        Ok(out)
+    }
+
+    /// Where node `i` must dial node `j` (through its own host's proxy).
+    pub fn dial_addr(&self, i: usize, j: usize, own_listen: SocketAddr) -> SocketAddr {
+        if i == j {
+            return own_listen;
+        }
+        let k = if j < i { j } else { j - 1 };
+        self.hosts[i].listen[k]
+    }
+
+    /// Where clients dial node `i`: its client link, when there are client links.
+    pub fn client_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.client_links
+            .then(|| self.hosts[i].listen.last().copied())
+            .flatten()
+    }
+
+    /// Releases every proxy and collects what its links measured, per host (`None`: it
+    /// did not report). Faults applied afterwards fail; a second call reports nothing.
+    pub async fn finish(&self) -> Vec<(String, Option<Vec<LinkStats>>)> {
+        let mut out = Vec::new();
+        for h in &self.hosts {
+            drop(h.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+            let done = h.done.lock().await.take();
+            let stats = match done {
+                Some(d) => tokio::time::timeout(STOP_BOUND * 3, d)
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok())
+                    .flatten(),
+                None => None,
+            };
+            out.push((h.label.clone(), stats));
+        }
+        out
+    }
+
+    fn set_line(&self, i: usize, n: usize, faults: &NetFaults, seq: u64) -> String {
+        let mut set: Vec<[WireFlow; 2]> = (0..n)
+            .filter(|&j| j != i)
+            .map(|j| {
+                [
+                    WireFlow::from(&faults.flow(i, j)),
+                    WireFlow::from(&faults.flow(j, i)),
+                ]
+            })
+            .collect();
+        if self.client_links {
+            set.push([
+                WireFlow::from(&FlowFaults::default()),
+                WireFlow::from(&faults.client(i)),
+            ]);
+        }
+        let req = HostRequest::Set { seq, set };
+        serde_json::to_string(&req).unwrap_or_default()
+    }
+}
+
+/// Starts one host's proxy and waits (bounded) for the addresses it listens on.
+async fn start_one(host: Arc<HostSession>, script: String) -> Result<HostProxy, RemoteError> {
+    let label = host.host.label();
+    let (listen_tx, listen_rx) = oneshot::channel::<Result<Vec<SocketAddr>, RemoteError>>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let done = tokio::spawn(async move {
+        let fail = |why: String| RemoteError::Command {
+            host: host.host.label(),
+            what: "starting the link proxy".into(),
+            detail: why,
+        };
+        let spawned = host.spawn_piped(&script).await;
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = listen_tx.send(Err(e));
+                return None;
+            }
+        };
+        let (Some(mut stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
+            let _ = listen_tx.send(Err(fail("no stdin or stdout".into())));
+            return None;
+        };
+        let mut lines = BufReader::new(stdout).lines();
+        match lines.next_line().await {
+            Ok(Some(l)) => match serde_json::from_str::<HostReply>(&l) {
+                Ok(HostReply::Listen { listen }) => {
+                    let _ = listen_tx.send(Ok(listen));
+                }
+                _ => {
+                    let _ = listen_tx.send(Err(fail(format!("it said {l:?}"))));
+                    return None;
+                }
+            },
+            other => {
+                let _ = listen_tx.send(Err(fail(format!("it ended first ({other:?})"))));
+                return None;
+            }
+        }
+        let mut last_stats = None;
+        let mut alive = true;
+        loop {
+            tokio::select! {
+                m = rx.recv() => match m {
+                    Some(Msg::Line(mut line)) => {
+                        line.push('\n');
+                        if stdin.write_all(line.as_bytes()).await.is_err()
+                            || stdin.flush().await.is_err()
+                        {
+                            alive = false;
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                l = lines.next_line(), if alive => match l {
+                    Ok(Some(l)) => match serde_json::from_str::<HostReply>(&l) {
+                        Ok(HostReply::Stats { stats }) => last_stats = Some(stats),
+                        Ok(HostReply::Error { error }) => {
+                            eprintln!("splitbrain: link proxy on {}: {error}", host.host.label());
+                        }
+                        _ => {}
+                    },
+                    _ => {
+                        alive = false;
+                        break;
+                    }
+                },
+            }
+        }
+        if alive {
+            // Ask once more, then end its stdin: it prints its stats and exits.
+            let ask = serde_json::to_string(&HostRequest::Stats { stats: true })
+                .unwrap_or_default()
+                + "\n";
+            let _ = stdin.write_all(ask.as_bytes()).await;
+            let _ = stdin.flush().await;
+        }
+        drop(stdin);
+        let _ = tokio::time::timeout(STOP_BOUND, async {
+            while let Ok(Some(l)) = lines.next_line().await {
+                if let Ok(HostReply::Stats { stats }) = serde_json::from_str::<HostReply>(&l) {
+                    last_stats = Some(stats);
+                }
+            }
+        })
+        .await;
+        let _ = tokio::time::timeout(STOP_BOUND, child.wait()).await;
+        last_stats
+    });
+    match tokio::time::timeout(START_BOUND, listen_rx).await {
+        Ok(Ok(Ok(listen))) => Ok(HostProxy {
+            label,
+            listen,
+            tx: std::sync::Mutex::new(Some(tx)),
+            done: tokio::sync::Mutex::new(Some(done)),
+        }),
+        Ok(Ok(Err(e))) => Err(e),
+        _ => {
+            done.abort();
+            Err(RemoteError::Command {
+                host: label,
+                what: "starting the link proxy".into(),
+                detail: format!("it did not say where it listens within {START_BOUND:?}"),
+            })
+        }
+    }
+}
+
+impl NetworkFaults for RemoteProxies {
+    fn node_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Sends every host its links' new faults (in order, on its session). Returns once
+    /// they are sent, not applied: the proxies apply them within a round trip.
+    fn apply(&self, faults: &NetFaults) -> Result<(), NemesisError> {
+        if faults.faulty_clients().next().is_some() && !self.client_links {
+            return Err(NemesisError::Unsupported(
+                "client links are not proxied in this run".into(),
+            ));
+        }
+        let n = self.hosts.len();
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        let mut gone = Vec::new();
+        for (i, h) in self.hosts.iter().enumerate() {
+            let line = self.set_line(i, n, faults, seq);
+            let sent = match &*h.tx.lock().unwrap_or_else(|p| p.into_inner()) {
+                Some(tx) => tx.send(Msg::Line(line)).is_ok(),
+                None => false,
+            };
+            if !sent {
+                gone.push(h.label.clone());
+            }
+        }
+        if gone.is_empty() {
+            Ok(())
+        } else {
+            Err(NemesisError::Fault(format!(
+                "the link proxy has gone on {}",
+                gone.join(", ")
+            )))
+        }
+    }
+}
+
+/// What the proxies measured, per directed link between nodes (`n1->n2`: node 1's
+/// messages to node 2, whichever side dialled) and, where client links were proxied, per
+/// node's answers to its clients (`n1->clients`), as written to `links.json` and shown in
+/// the run's summary and report.
+pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> LinkMeasures {
+    // (from, to) -> [lines, dropped, delayed chunks, held us, max us]
+    let mut flows = vec![[0u64; 5]; n * n];
+    for (i, (_, stats)) in per_host.iter().enumerate() {
+        let Some(stats) = stats else { continue };
+        for (k, link) in stats.iter().enumerate() {
+            // Links in node order without i itself; a client link (k == n - 1) is skipped.
+            if k >= n.saturating_sub(1) {
+                continue;
+            }
+            let j = if k < i { k } else { k + 1 };
+            for (from, to, d) in [(i, j, &link.forward), (j, i, &link.backward)] {
+                let f = &mut flows[from * n + to];
+                f[0] += d.lines;
+                f[1] += d.lines_dropped;
+                f[2] += d.delayed_chunks;
+                f[3] += d.delayed_held_us;
+                f[4] = f[4].max(d.max_held_us);
+            }
+        }
+    }
+    // Each node's answers to its clients, where its client link was proxied.
+    let mut answers = vec![None; n];
+    for (i, (_, stats)) in per_host.iter().enumerate() {
+        if let Some(client) = stats.as_ref().and_then(|s| s.get(n.saturating_sub(1))) {
+            let d = &client.backward;
+            answers[i] = Some([
+                d.lines,
+                d.lines_dropped,
+                d.delayed_chunks,
+                d.delayed_held_us,
+                d.max_held_us,
+            ]);
+        }
+    }
+    let mut links = Vec::new();
+    let mut total = [0u64; 5];
+    let mut add = |f: [u64; 5]| {
+        for k in 0..4 {
+            total[k] += f[k];
+        }
+        total[4] = total[4].max(f[4]);
+    };
+    for (i, f) in answers.iter().enumerate() {
+        if let Some(f) = *f {
+            add(f);
+            links.push(measure(&format!("n{}", i + 1), "clients", f));
+        }
+    }
+    for from in 0..n {
+        for to in 0..n {
+            if from == to {
+                continue;
+            }
+            let f = flows[from * n + to];
+            add(f);
+            links.push(measure(
+                &format!("n{}", from + 1),
+                &format!("n{}", to + 1),
+                f,
+            ));
+        }
+    }
+    LinkMeasures {
+        links,
+        total: measure("*", "*", total),
+        hosts_reporting: per_host.iter().filter(|(_, s)| s.is_some()).count(),
+        hosts: per_host.len(),
+    }
+}
+
+fn measure(from: &str, to: &str, f: [u64; 5]) -> LinkMeasure {
+    LinkMeasure {
+        from: from.to_string(),
+        to: to.to_string(),
+        messages: f[0],
+        dropped: f[1],
+        measured_loss: (f[0] > 0).then(|| f[1] as f64 / f[0] as f64),
+        delayed_chunks: f[2],
+        mean_delay_ms: (f[2] > 0).then(|| f[3] as f64 / f[2] as f64 / 1000.0),
+        max_held_ms: f[4] as f64 / 1000.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splitbrain_nemesis::proxy::host::DirStats;
+
+    fn dir(lines: u64, dropped: u64, chunks: u64, held_us: u64) -> DirStats {
+        DirStats {
+            lines,
+            lines_dropped: dropped,
+            chunks,
+            delayed_chunks: chunks,
+            delayed_held_us: held_us,
+            max_held_us: held_us / chunks.max(1),
+        }
+    }
+
+    #[test]
+    fn each_hosts_links_are_counted_on_the_flows_they_carry() {
+        // Three nodes; host 1 (index 0) links to n2, n3; host 2 to n1, n3; host 3 to n1, n2.
+        let link = |fwd: DirStats, back: DirStats| LinkStats {
+            forward: fwd,
+            backward: back,
+            ..LinkStats::default()
+        };
+        let zero = DirStats::default();
+        let per_host = vec![
+            // n1 -> n2: 10 messages, 1 dropped; n2's replies to n1 on the same link: 5.
+            (
+                "h1".to_string(),
+                Some(vec![
+                    link(dir(10, 1, 2, 200_000), dir(5, 0, 0, 0)),
+                    link(zero.clone(), zero.clone()),
+                ]),
+            ),
+            // n2 -> n1 on n2's own link: 4 more messages of the n2 -> n1 flow.
+            (
+                "h2".to_string(),
+                Some(vec![
+                    link(dir(4, 2, 1, 50_000), zero.clone()),
+                    link(zero.clone(), zero.clone()),
+                ]),
+            ),
+            ("h3".to_string(), None),
+        ];
+        let m = summarize(3, &per_host);
+        let flow = |from: &str, to: &str| {
+            m.links
+                .iter()
+                .find(|l| l.from == from && l.to == to)
+                .unwrap()
+        };
+        assert_eq!(
+            (flow("n1", "n2").messages, flow("n1", "n2").dropped),
+            (10, 1)
+        );
+        assert_eq!(
+            (flow("n2", "n1").messages, flow("n2", "n1").dropped),
+            (9, 2)
+        );
+        assert_eq!(flow("n1", "n2").mean_delay_ms, Some(100.0));
+        assert_eq!(flow("n2", "n3").messages, 0);
+        assert_eq!(flow("n2", "n3").measured_loss, None);
+        assert_eq!(
+            (m.total.messages, m.total.dropped, m.total.delayed_chunks),
+            (19, 3, 3)
+        );
+        assert_eq!(m.total.mean_delay_ms, Some(250.0 / 3.0));
+        assert_eq!((m.hosts_reporting, m.hosts), (2, 3));
+        assert!(m.links.iter().all(|l| l.to != "clients"));
+        // With client links: a third link per host, whose backward direction is the
+        // node's answers.
+        let with_client = vec![(
+            "h1".to_string(),
+            Some(vec![
+                LinkStats::default(),
+                LinkStats::default(),
+                link(zero.clone(), dir(7, 0, 7, 7 * 50_000)),
+            ]),
+        )];
+        let m2 = summarize(3, &with_client);
+        let answers = m2
+            .links
+            .iter()
+            .find(|l| l.from == "n1" && l.to == "clients");
+        let answers = answers.expect("n1's answers to its clients");
+        assert_eq!((answers.messages, answers.mean_delay_ms), (7, Some(50.0)));
+    }
+}
