@@ -1,6 +1,6 @@
 //! Hand-made minimal histories for every anomaly the Elle checker names.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};

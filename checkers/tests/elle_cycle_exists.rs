@@ -7,7 +7,7 @@
 //! histories put the first transaction in a write skew (fallback class G2-item) and the
 //! interesting cycle elsewhere in the same component.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};

@@ -1,7 +1,7 @@
 //! Elle's rw-register inference options, each on a history where it changes the verdict:
 //! without it the version order of a register is unknown and the anomaly hidden.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use splitbrain_checkers::elle::{ElleChecker, ElleOptions, ElleWorkload};

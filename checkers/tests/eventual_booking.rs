@@ -1,7 +1,7 @@
 //! Booking checker: Bayou's meeting-room scheduler (Terry et al., SOSP 1995 §3, dependency
 //! check and merge procedure). Each unsound schedule next to the sound one.
 
-mod eventual_support;
+use crate::eventual_support;
 
 use eventual_support::{evidence_indices, expect, mentions, H};
 use serde_json::{json, Value};

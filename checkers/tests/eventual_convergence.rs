@@ -1,7 +1,7 @@
 //! Convergence checker: hand-made histories, each violation next to a valid history that
 //! differs minimally (contract "History shapes": final reads after the quiescence point).
 
-mod eventual_support;
+use crate::eventual_support;
 
 use eventual_support::{evidence_indices, expect, mentions, H};
 use serde_json::json;

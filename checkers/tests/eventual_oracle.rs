@@ -5,7 +5,7 @@
 //! Definitions: set-full as in Jepsen's `set-full` checker (see the checker's module
 //! docs); session guarantees as in Terry et al., PDIS 1994, §3, per key.
 
-mod eventual_support;
+use crate::eventual_support;
 
 use eventual_support::H;
 use proptest::prelude::*;

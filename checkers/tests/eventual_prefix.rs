@@ -1,7 +1,7 @@
 //! Committed-prefix checker: Bayou's committed order is final (Terry et al., SOSP 1995
 //! §4.3). Conflicting positions and duplicates next to lagging-but-consistent replicas.
 
-mod eventual_support;
+use crate::eventual_support;
 
 use eventual_support::{evidence_indices, expect, mentions, H};
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! writes-follow-reads, monotonic writes): one violation of each next to a minimally
 //! different valid history, for sets (both read shapes) and counters.
 
-mod eventual_support;
+use crate::eventual_support;
 
 use eventual_support::{evidence_indices, expect, mentions, H};
 use serde_json::json;

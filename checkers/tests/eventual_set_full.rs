@@ -2,7 +2,7 @@
 //! read, unstable and unexpected elements, each next to a minimally different valid one,
 //! in both read shapes.
 
-mod eventual_support;
+use crate::eventual_support;
 
 use eventual_support::{evidence_indices, expect, mentions, H};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! it pass or fail differently) — checked by brute force on random and hand-made
 //! histories.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};

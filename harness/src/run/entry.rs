@@ -246,7 +246,7 @@ pub fn resolve(r: &TestRequest, check: &CheckOptions) -> Result<TestSpec, Invali
     let planned = match &r.nemesis_plan {
         Some(plan) => splitbrain_nemesis::NemesisSpec::from_plan_file(plan)
             .map(|p| p.faults)
-            .unwrap_or_default(),
+            .map_err(|e| bad(e.to_string()))?,
         None => Vec::new(),
     };
     for f in r
@@ -561,13 +561,20 @@ fn common_spec(
             "--read-from replica and --replication sync need a replica: --nodes 2 or more (got {nodes})"
         )));
     }
-    let nemesis: Vec<String> = r
-        .nemesis()
-        .split(',')
-        .map(str::trim)
-        .filter(|f| !f.is_empty() && *f != "none")
-        .map(str::to_string)
-        .collect();
+    // A plan run's faults are the plan's (the plan overrides `--nemesis` and its default),
+    // so test.json and the report name the faults the run can actually inject.
+    let nemesis: Vec<String> = if let Some(plan) = &r.nemesis_plan {
+        splitbrain_nemesis::NemesisSpec::from_plan_file(plan)
+            .map_err(|e| bad(e.to_string()))?
+            .faults
+    } else {
+        r.nemesis()
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty() && *f != "none")
+            .map(str::to_string)
+            .collect()
+    };
     splitbrain_nemesis::NemesisSpec::parse(r.nemesis(), Duration::from_secs(1), 0)
         .map_err(|e| bad(e.to_string()))?;
     let seed = r.seed.unwrap_or_else(|| {
@@ -714,6 +721,32 @@ mod tests {
         assert_eq!(spec.nemesis, ["partition", "kill", "pause"]);
         assert_eq!((spec.nodes, spec.concurrency, spec.seed), (5, 10, 1));
         assert_eq!((spec.time_limit_s, spec.quiesce_s), (20.0, 2.0));
+    }
+
+    #[test]
+    fn a_plan_run_names_the_plans_faults_not_the_default_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("plan.json");
+        std::fs::write(
+            &plan,
+            r#"[{"at_ms":0,"for_ms":2000,"f":"kill","nodes":["n1"]},
+                {"at_ms":3000,"for_ms":1000,"f":"kill","nodes":["n2"]}]"#,
+        )
+        .unwrap();
+        let spec = resolved(TestRequest {
+            nemesis_plan: Some(plan.clone()),
+            seed: Some(1),
+            ..TestRequest::default()
+        })
+        .unwrap();
+        assert_eq!(spec.nemesis, ["kill"]);
+        std::fs::write(&plan, "not a plan").unwrap();
+        let e = resolved(TestRequest {
+            nemesis_plan: Some(plan),
+            ..TestRequest::default()
+        })
+        .unwrap_err();
+        assert!(e.0.contains("plan.json"), "{e}");
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub fn repeat_command(test: &Value) -> String {
             }),
         ),
     }
-    if !faults.is_empty() {
+    if !faults.is_empty() && test["nemesis_plan"].is_null() {
         flag("nemesis-interval", text(&test["nemesis_interval_s"]));
     }
     flag("nodes", text(&test["nodes"]));
@@ -134,10 +134,20 @@ pub fn header(summary: &RunSummary, test: Option<&Value>) -> Markup {
         ),
         (
             "faults",
-            test.map(|_| match (faults.is_empty(), field("nemesis_interval_s")) {
-                (true, _) => "none".to_string(),
-                (false, Some(i)) => format!("{} (one every {i} s on average)", faults.join(", ")),
-                (false, None) => faults.join(", "),
+            test.map(|_| {
+                match (
+                    faults.is_empty(),
+                    field("nemesis_plan"),
+                    field("nemesis_interval_s"),
+                ) {
+                    (true, _, _) => "none".to_string(),
+                    // A plan's faults come at the plan's times, not at the interval.
+                    (false, Some(plan), _) => format!("{} (plan {plan})", faults.join(", ")),
+                    (false, None, Some(i)) => {
+                        format!("{} (one every {i} s on average)", faults.join(", "))
+                    }
+                    (false, None, None) => faults.join(", "),
+                }
             }),
         ),
         ("nodes", field("nodes")),
@@ -227,6 +237,22 @@ mod tests {
              --hedge-delay-ms 2 --seed 42"
         );
         assert_eq!(shell_word("a b'c"), r"'a b'\''c'");
+        let t = json!({"target": "kv", "workload": "register", "nemesis": ["kill"],
+            "nemesis_interval_s": 4.0, "nemesis_plan": "/p/plan.json", "seed": 3});
+        assert_eq!(
+            repeat_command(&t),
+            "splitbrain test --target kv --workload register --nemesis-plan /p/plan.json --seed 3"
+        );
+        let summary = RunSummary::new(
+            "kv-register".into(),
+            None,
+            Vec::new(),
+            Default::default(),
+            None,
+        );
+        let page = header(&summary, Some(&t)).into_string();
+        assert!(page.contains("kill (plan /p/plan.json)"), "{page}");
+        assert!(!page.contains("one every"), "{page}");
         let t = json!({"target": "exec", "target_spec": "/x/kv.toml", "workload": "register",
             "nemesis": [], "seed": 1});
         assert_eq!(

@@ -9,30 +9,16 @@
 
 use crate::core::CkptId;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use splitbrain_target_runtime::storage::{
+    io_err, json_line, open_append, read_if_exists, write_atomic, JsonLog,
+};
+use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// A storage failure.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// An I/O error on a file.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A checkpoint that does not parse or whose checksum is wrong.
-    #[error("{path}: corrupt checkpoint: {why}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        why: String,
-    },
-}
+/// A storage failure: the runtime's, shared with every bundled target (a checkpoint that
+/// does not parse or whose checksum is wrong is `Corrupt`).
+pub use splitbrain_target_runtime::storage::StorageError as StoreError;
 
 /// What a rank reports about one applied step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,11 +84,6 @@ pub struct Checkpoint {
     pub momentum: Vec<f32>,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
-    let path = path.to_path_buf();
-    move |source| StoreError::Io { path, source }
-}
-
 fn checksum(bytes: &[u8]) -> u64 {
     let mut sum = bytes.len() as u64;
     let mut words = bytes.chunks_exact(8);
@@ -126,7 +107,7 @@ pub struct Store {
 impl Store {
     /// Opens (creating) the directory.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        fs::create_dir_all(dir).map_err(io(dir))?;
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
         Ok(Store {
             dir: dir.to_path_buf(),
         })
@@ -140,8 +121,8 @@ impl Store {
     /// Checkpoints present on disk.
     pub fn list(&self) -> Result<Vec<CkptId>, StoreError> {
         let mut out = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(io(&self.dir))? {
-            let entry = entry.map_err(io(&self.dir))?;
+        for entry in fs::read_dir(&self.dir).map_err(io_err(&self.dir))? {
+            let entry = entry.map_err(io_err(&self.dir))?;
             let name = entry.file_name().to_string_lossy().to_string();
             let Some(rest) = name
                 .strip_prefix("ckpt-")
@@ -172,10 +153,9 @@ impl Store {
             gen: meta.gen,
         };
         let path = self.ckpt_path(id);
-        let tmp = path.with_extension("tmp");
         let mut bytes = serde_json::to_vec(meta).map_err(|e| StoreError::Corrupt {
             path: path.clone(),
-            why: e.to_string(),
+            detail: format!("checkpoint header: {e}"),
         })?;
         bytes.push(b'\n');
         for v in params.iter().chain(momentum) {
@@ -183,26 +163,18 @@ impl Store {
         }
         let sum = checksum(&bytes);
         bytes.extend_from_slice(&sum.to_le_bytes());
-        let mut f = File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.dir))?;
-        Ok(())
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        write_atomic(&self.dir, &name.unwrap_or_default(), &bytes, true)
     }
 
     /// Loads a checkpoint, checking its checksum.
     pub fn load(&self, id: CkptId) -> Result<Checkpoint, StoreError> {
         let path = self.ckpt_path(id);
-        let mut bytes = Vec::new();
-        File::open(&path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(io(&path))?;
+        let bytes = read_if_exists(&path)?
+            .ok_or_else(|| io_err(&path)(std::io::Error::from(std::io::ErrorKind::NotFound)))?;
         let corrupt = |why: &str| StoreError::Corrupt {
             path: path.clone(),
-            why: why.to_string(),
+            detail: format!("checkpoint: {why}"),
         };
         if bytes.len() < 8 {
             return Err(corrupt("too short"));
@@ -241,7 +213,7 @@ impl Store {
         for id in self.list()? {
             if !keep.contains(&id) {
                 let p = self.ckpt_path(id);
-                fs::remove_file(&p).map_err(io(&p))?;
+                fs::remove_file(&p).map_err(io_err(&p))?;
             }
         }
         Ok(())
@@ -253,61 +225,23 @@ impl Store {
 
     /// The committed step records, in order; a torn last line is cut off.
     pub fn read_log(&self) -> Result<Vec<StepRecord>, StoreError> {
-        let path = self.log_path();
-        let mut bytes = Vec::new();
-        match File::open(&path) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes).map_err(io(&path))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(&path)(e)),
-        }
-        let mut out = Vec::new();
-        let mut good = 0;
-        for line in bytes.split_inclusive(|b| *b == b'\n') {
-            if !line.ends_with(b"\n") {
-                break;
-            }
-            match serde_json::from_slice::<StepRecord>(line) {
-                Ok(r) => out.push(r),
-                Err(_) => break,
-            }
-            good += line.len();
-        }
-        if good < bytes.len() {
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(io(&path))?;
-            f.set_len(good as u64).map_err(io(&path))?;
-            f.sync_all().map_err(io(&path))?;
-        }
-        Ok(out)
+        JsonLog::open(&self.log_path()).map(|(_, records)| records)
     }
 
     /// Appends committed records and fsyncs.
     pub fn append_log(&self, records: &[StepRecord]) -> Result<(), StoreError> {
         let path = self.log_path();
-        let mut bytes = Vec::new();
-        for r in records {
-            if let Ok(line) = serde_json::to_vec(r) {
-                bytes.extend_from_slice(&line);
-                bytes.push(b'\n');
-            }
-        }
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        f.write_all(&bytes).map_err(io(&path))?;
-        f.sync_data().map_err(io(&path))
+        let bytes: Vec<u8> = records.iter().flat_map(json_line).collect();
+        let mut f = open_append(&path)?;
+        f.write_all(&bytes).map_err(io_err(&path))?;
+        f.sync_data().map_err(io_err(&path))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn record(step: u64) -> StepRecord {
         StepRecord {
