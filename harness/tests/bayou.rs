@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::path::Path;
 
-mod support;
+use crate::support;
 use splitbrain::run::converge::FINAL_READ_PROCESS_BASE;
 use support::checker;
 

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::path::Path;
 
-mod support;
+use crate::support;
 
 /// Runs `splitbrain test --target ddp --workload train ARGS` with 4 ranks (one process
 /// following each) in a fresh store; returns the exit code and results.json.

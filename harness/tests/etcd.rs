@@ -12,7 +12,7 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-mod support;
+use crate::support;
 
 /// One cluster at a time: the tests of this file would otherwise start three etcd
 /// clusters at once on a small machine. Under cargo-nextest (a process per test) the

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod support;
+use crate::support;
 
 /// A spec file of the repository, by its path from the repository's root.
 fn spec(rel: &str) -> String {

@@ -4,7 +4,7 @@
 //! state, op counts, fault; once the run is checked, the page shows results.json's verdict
 //! and links the report. Skips, saying so, without `chromium`.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::BufRead;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod support;
+use crate::support;
 
 /// True when `program --version` runs here; tests that need it skip (counted; a failure
 /// under CI) otherwise.

@@ -6,7 +6,7 @@
 //! skips otherwise, through `testing/skip.rs`. One cluster at a time; each run leaves no
 //! server or work directory.
 
-mod support;
+use crate::support;
 use support::skip;
 
 use serde_json::Value;

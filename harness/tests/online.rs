@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-mod support;
+use crate::support;
 
 /// The main phase every run here asks for: far longer than any of these bugs takes to show.
 const TIME_LIMIT_S: f64 = 60.0;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use splitbrain::systems::postgres::WorkDir;
 use std::path::{Path, PathBuf};
 
-mod support;
+use crate::support;
 
 /// The PostgreSQL work directory of the run's node n1.
 fn work_dir(store: &Path) -> PathBuf {

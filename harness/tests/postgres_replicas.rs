@@ -10,7 +10,7 @@ use serde_json::Value;
 use splitbrain::systems::postgres::WorkDir;
 use std::path::{Path, PathBuf};
 
-mod support;
+use crate::support;
 
 /// The PostgreSQL work directories of the run's nodes n1..n`nodes`.
 fn work_dirs(store: &Path, nodes: usize) -> Vec<PathBuf> {

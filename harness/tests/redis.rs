@@ -7,7 +7,7 @@
 //! may be left. Skips (counted; a failure under CI=true) without root, iproute2,
 //! nftables or Redis.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Child;

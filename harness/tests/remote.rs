@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod support;
+use crate::support;
 use support::nemesis_ops;
 
 fn testbed(n: usize, without_nft: &[usize]) -> Option<SshTestbed> {

@@ -7,7 +7,7 @@
 //!
 //! Screenshots land in `$CARGO_TARGET_TMPDIR/report-screenshots/` for people to look at.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::process::Command;
 
-mod support;
+use crate::support;
 
 #[test]
 fn a_txn_bug_that_needs_no_fault_shrinks_to_an_empty_plan_and_a_minimal_history() {

@@ -10,7 +10,7 @@
 //! correct mode judged invalid), exit 4 (it could not run: a default that does not fit, such as a
 //! data set the default number of ranks does not divide), a usage error naming no flag.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::path::Path;
 
-mod support;
+use crate::support;
 
 /// Runs `splitbrain test --target txn --nodes 3 ARGS` in a fresh store.
 fn run_txn(args: &[&str]) -> (Option<i32>, Value, tempfile::TempDir) {
