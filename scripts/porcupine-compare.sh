@@ -7,9 +7,14 @@
 # --generate-only`, or `cas-corrupt`), then ROUNDS rounds alternating `splitbrain check
 # FILE --model cas-register` and bench/porcupine (Porcupine's own checker and Model API, a
 # keyed cas-register model partitioned by key) on that file, each under /usr/bin/time -v
-# (wall seconds, peak RSS). Porcupine prints its parse and check seconds apart. Prints a
-# Markdown table: per history the best (minimum) of the rounds, the ratios porcupine /
-# splitbrain (total and check only), and both verdicts.
+# (wall seconds, peak RSS). Both print their phases, timed inside the process: splitbrain
+# its read (parse) and check seconds (SPLITBRAIN_CHECK_PROFILE), Porcupine-check its parse
+# (our reader: Porcupine has none for this format; PC_READER=fast, the parallel scanner of
+# bench/porcupine/reader.go, or json, encoding/json line by line) and check seconds
+# (CheckOperationsTimeout alone). Before the rounds, `porcupine-check --verify-reader`
+# checks that both readers build the same operations from the file. Prints a Markdown
+# table: per history the best (minimum) of the rounds of each figure, the ratios
+# porcupine / splitbrain for the total (wall) and for the check alone, and both verdicts.
 #
 #   PORCUPINE_SRC=/path/to/porcupine SB=target/release/splitbrain scripts/porcupine-compare.sh
 #
@@ -21,6 +26,7 @@
 #
 # Env: SB (splitbrain binary), DATA (scratch dir; histories removed at the end unless
 # KEEP=1), SIZES ("1000000 3000000 10000000"), INFO (5), ROUNDS (1), CORRUPT (both),
+# PC_READER (fast),
 # TIMEOUT (Porcupine's --timeout, 30m), PC_RSS_CAP_MB (12000: Porcupine is stopped when
 # its resident set passes this, so the machine is not run out of memory; its row then says
 # "stopped"). Needs Go 1.19 or newer and /usr/bin/time.
@@ -37,6 +43,7 @@ ROUNDS=${ROUNDS:-1}
 CORRUPT=${CORRUPT:-both}
 TIMEOUT=${TIMEOUT:-30m}
 PC_RSS_CAP_MB=${PC_RSS_CAP_MB:-12000}
+PC_READER=${PC_READER:-fast}
 
 mkdir -p "$DATA"
 cleanup() { [ "${KEEP:-0}" = 1 ] || rm -f "$DATA"/cas-*.jsonl "$DATA"/*.out "$DATA"/*.err "$DATA"/*.time; }
@@ -48,7 +55,7 @@ pc_from="prebuilt $pc"
 if [ -z "${PC:-}" ]; then
     build="$DATA/pc-build"
     rm -rf "$build" && mkdir -p "$build"
-    cp "$repo/bench/porcupine/main.go" "$repo/bench/porcupine/go.mod" "$build/"
+    cp "$repo"/bench/porcupine/*.go "$repo/bench/porcupine/go.mod" "$build/"
     if [ -n "${PORCUPINE_SRC:-}" ]; then
         src=$(cd "$PORCUPINE_SRC" && pwd)
         (cd "$build" && go mod edit -replace "github.com/anishathalye/porcupine=$src" &&
@@ -77,7 +84,8 @@ pc_watch() {
     done
 }
 
-# run NAME CMD...: runs CMD under /usr/bin/time -v; prints "seconds rss_mb verdict parse check".
+# run NAME CMD...: runs CMD under /usr/bin/time -v; prints "seconds rss_mb verdict parse
+# check" (parse and check as the program timed them in its own process).
 run() {
     local name=$1
     shift
@@ -93,7 +101,11 @@ run() {
         n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; print s }' "$tm")
     rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$tm")
     case $name in
-    sb) verdict=$(grep -o '"valid": *[a-z]*' "$out" | head -1 | sed 's/.*: *//;s/true/valid/;s/false/invalid/' || true) ;;
+    sb)
+        verdict=$(grep -o '"valid": *[a-z]*' "$out" | head -1 | sed 's/.*: *//;s/true/valid/;s/false/invalid/' || true)
+        parse=$(awk '/^check profile: read / { print $4 }' "$DATA/$name.err" | head -1)
+        check=$(awk '/^check profile: check / { print $4 }' "$DATA/$name.err" | head -1)
+        ;;
     *)
         verdict=$(grep -o '"verdict":"[a-z]*"' "$out" | sed 's/.*:"//;s/"//' || true)
         parse=$(grep -o '"parse_s":[0-9.]*' "$out" | sed 's/.*://' || true)
@@ -113,21 +125,25 @@ check_pair() { # size corrupt expected
     [ "$corrupt" = 1 ] && kind=cas-corrupt
     local file="$DATA/cas-$size-$INFO-$corrupt.jsonl"
     "$SB" bench limit "$file" --generate "$kind" --size "$size" --info "$INFO" --generate-only >&2
-    local sb_s=() pc_s=() pc_c=() pc_p=() sb_rss=() pc_rss=() sb_v=() pc_v=() r first s m v p c
+    # Not timed: both of our readers must build the same operations from this file.
+    "$pc" --verify-reader "$file" || { echo "porcupine-check's readers disagree on $file" >&2; exit 1; }
+    local sb_s=() sb_p=() sb_c=() pc_s=() pc_c=() pc_p=() sb_rss=() pc_rss=() sb_v=() pc_v=() r first s m v p c
     for ((r = 1; r <= ROUNDS; r++)); do
         for first in $([ $((r % 2)) = 1 ] && echo "sb pc" || echo "pc sb"); do
             if [ "$first" = sb ]; then
-                read -r s m v p c < <(run sb "$SB" check "$file" --model cas-register --format json --check-time-limit 1800)
-                sb_s+=("$s") sb_rss+=("$m") sb_v+=("$v")
+                read -r s m v p c < <(SPLITBRAIN_CHECK_PROFILE=1 run sb "$SB" check "$file" --model cas-register --format json --check-time-limit 1800)
+                sb_s+=("$s") sb_rss+=("$m") sb_v+=("$v") sb_p+=("$p") sb_c+=("$c")
             else
-                read -r s m v p c < <(run pc "$pc" --timeout "$TIMEOUT" "$file")
+                read -r s m v p c < <(run pc "$pc" --reader "$PC_READER" --timeout "$TIMEOUT" "$file")
                 pc_s+=("$s") pc_rss+=("$m") pc_v+=("$v") pc_p+=("$p") pc_c+=("$c")
             fi
             echo "$(date -u +%H:%M:%S) size $size corrupt $corrupt round $r $first: $s s, $m MB, $v (parse $p, check $c) load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
         done
     done
-    local sbm pcm pcc pcp ratio cratio
+    local sbm sbp sbc pcm pcc pcp ratio cratio
     sbm=$(printf '%s\n' "${sb_s[@]}" | minimum)
+    sbp=$(printf '%s\n' "${sb_p[@]}" | grep -v '^$' | minimum || true)
+    sbc=$(printf '%s\n' "${sb_c[@]}" | grep -v '^$' | minimum || true)
     pcm=$(printf '%s\n' "${pc_s[@]}" | minimum)
     pcc=$(printf '%s\n' "${pc_c[@]}" | grep -v '^-$' | minimum || true)
     pcp=$(printf '%s\n' "${pc_p[@]}" | grep -v '^-$' | minimum || true)
@@ -136,14 +152,14 @@ check_pair() { # size corrupt expected
     pcv=$(printf '%s\n' "${pc_v[@]}" | sort -u | paste -sd/)
     if [ "$pcv" = "$expected" ]; then
         ratio=$(awk -v a="$pcm" -v b="$sbm" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }')
-        cratio=$(awk -v a="${pcc:-0}" -v b="$sbm" 'BEGIN { if (b > 0 && a > 0) printf "%.1fx", a / b; else print "-" }')
+        cratio=$(awk -v a="${pcc:-0}" -v b="${sbc:-0}" 'BEGIN { if (b > 0 && a > 0) printf "%.1fx", a / b; else print "-" }')
     else
         ratio=$(awk -v a="$pcm" -v b="$sbm" 'BEGIN { if (b > 0) printf "> %.1fx (not finished)", a / b; else print "-" }')
         cratio=-
     fi
     [ "$sbv" = "$expected" ] || status=1
     case $pcv in "$expected" | stopped-* | unknown) ;; *) status=1 ;; esac
-    rows+=("| $size | $([ "$corrupt" = 1 ] && echo "one corrupt read" || echo generated) | $sbm | $(printf '%s\n' "${sb_rss[@]}" | sort -g | tail -1) | $pcm | ${pcp:--} | ${pcc:--} | $(printf '%s\n' "${pc_rss[@]}" | sort -g | tail -1) | $ratio | $cratio | $sbv | $pcv |")
+    rows+=("| $size | $([ "$corrupt" = 1 ] && echo "one corrupt read" || echo generated) | $sbm | ${sbp:--} | ${sbc:--} | $(printf '%s\n' "${sb_rss[@]}" | sort -g | tail -1) | $pcm | ${pcp:--} | ${pcc:--} | $(printf '%s\n' "${pc_rss[@]}" | sort -g | tail -1) | $ratio | $cratio | $sbv | $pcv |")
     rm -f "$file"
 }
 
@@ -154,9 +170,9 @@ for size in $SIZES; do
     [ "$CORRUPT" = no ] || check_pair "$size" 1 invalid
 done
 
-echo "$started to $(date -u '+%H:%M UTC'), load before: $load, after: $(cut -d' ' -f1-3 /proc/loadavg); $(go version | cut -d' ' -f3), $pc_from; $INFO % info; $ROUNDS round(s) alternating, best of them"
+echo "$started to $(date -u '+%H:%M UTC'), load before: $load, after: $(cut -d' ' -f1-3 /proc/loadavg); $(go version | cut -d' ' -f3), $pc_from; Porcupine's parse by our $PC_READER reader; $INFO % info; $ROUNDS round(s) alternating, best (minimum) of each figure"
 echo
-echo "| ops | history | splitbrain s | splitbrain peak RSS MB | porcupine s (total) | porcupine parse s | porcupine check s | porcupine peak RSS MB | porcupine / splitbrain | porcupine check / splitbrain | splitbrain verdict | porcupine verdict |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| ops | history | splitbrain s (total) | splitbrain read s | splitbrain check s | splitbrain peak RSS MB | porcupine s (total) | porcupine parse s (our reader) | porcupine check s | porcupine peak RSS MB | total: porcupine / splitbrain | check: porcupine / splitbrain | splitbrain verdict | porcupine verdict |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 exit $status

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
+	"sort"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -167,8 +169,23 @@ func parse(path string) ([]porcupine.Operation, int, error) {
 	if err := scanner.Err(); err != nil {
 		return nil, 0, err
 	}
-	// Ops never completed: indeterminate, like info (reads dropped, as above).
-	for proc, p := range open {
+	ops = appendPending(ops, open, clients)
+	return ops, len(keys), nil
+}
+
+// porcupineOp is Porcupine's operation type.
+type porcupineOp = porcupine.Operation
+
+// appendPending appends the ops never completed, in call order: indeterminate, like info
+// (reads dropped, as above).
+func appendPending(ops []porcupineOp, open map[string]pending, clients map[string]int) []porcupineOp {
+	procs := make([]string, 0, len(open))
+	for proc := range open {
+		procs = append(procs, proc)
+	}
+	sort.Slice(procs, func(i, j int) bool { return open[procs[i]].call < open[procs[j]].call })
+	for _, proc := range procs {
+		p := open[proc]
 		if p.input.op == opRead {
 			continue
 		}
@@ -182,7 +199,7 @@ func parse(path string) ([]porcupine.Operation, int, error) {
 			Output: casOutput{unknown: true}, Return: math.MaxInt64,
 		})
 	}
-	return ops, len(keys), nil
+	return ops
 }
 
 // keyedCasModel is a register per key; Partition splits the history by key.
@@ -231,13 +248,23 @@ func keyedCasModel(keys int) porcupine.Model {
 
 func main() {
 	timeout := flag.Duration("timeout", 0, "give up after this long (0: no limit); the verdict is then unknown")
+	reader := flag.String("reader", "fast", "the history reader (both ours): fast (parallel scanner, reader.go) or json (encoding/json, line by line)")
+	verify := flag.Bool("verify-reader", false, "read the history with both readers, exit 3 if their operations differ, and print nothing else")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: porcupine-check [--timeout 10m] HISTORY.jsonl")
+		fmt.Fprintln(os.Stderr, "usage: porcupine-check [--timeout 10m] [--reader fast|json] [--verify-reader] HISTORY.jsonl")
 		os.Exit(2)
 	}
+	read := map[string]func(string) ([]porcupineOp, int, error){"fast": parseFast, "json": parse}[*reader]
+	if read == nil {
+		fmt.Fprintf(os.Stderr, "unknown --reader %q (fast or json)\n", *reader)
+		os.Exit(2)
+	}
+	if *verify {
+		os.Exit(verifyReaders(flag.Arg(0)))
+	}
 	started := time.Now()
-	ops, keys, err := parse(flag.Arg(0))
+	ops, keys, err := read(flag.Arg(0))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -253,6 +280,7 @@ func main() {
 	}[res]
 	out, _ := json.Marshal(map[string]interface{}{
 		"checker": "porcupine",
+		"reader":  *reader,
 		"ops":     len(ops),
 		"keys":    keys,
 		"parse_s": math.Round(parseS*1000) / 1000,
@@ -264,4 +292,25 @@ func main() {
 	if verdict != "valid" {
 		os.Exit(1)
 	}
+}
+
+// verifyReaders reads path with both readers: 0 if they build the same operations and
+// key count, 3 if not, 2 if either fails.
+func verifyReaders(path string) int {
+	a, ka, err := parse(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "json reader:", err)
+		return 2
+	}
+	b, kb, err := parseFast(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fast reader:", err)
+		return 2
+	}
+	if ka != kb || !reflect.DeepEqual(a, b) {
+		fmt.Fprintf(os.Stderr, "readers differ: json %d ops %d keys, fast %d ops %d keys\n", len(a), ka, len(b), kb)
+		return 3
+	}
+	fmt.Fprintf(os.Stderr, "readers agree: %d ops, %d keys\n", len(a), ka)
+	return 0
 }

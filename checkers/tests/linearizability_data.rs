@@ -1,8 +1,7 @@
 //! The linearizability checker on Porcupine's public histories, against EXPECTED.tsv.
 //! Skips (counted; a failure under CI=true) when ../shared/data is absent.
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::skip;
 
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::history::History;

@@ -3,6 +3,8 @@
 //! new file must be named here; `every_test_file_is_a_module_here` fails until it is.
 
 mod eventual_support;
+#[path = "../../testing/skip.rs"]
+mod skip;
 mod support;
 
 mod bank;

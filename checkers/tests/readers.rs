@@ -1,8 +1,7 @@
 //! History readers: happy paths per format, detection, malformed input with exact
 //! `FILE:LINE: reason` errors, the public Porcupine histories, and write/read round trips.
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::skip;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};

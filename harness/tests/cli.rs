@@ -10,8 +10,7 @@ fn splitbrain() -> Command {
     Command::new(env!("CARGO_BIN_EXE_splitbrain"))
 }
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::support::skip;
 
 fn data_dir() -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");

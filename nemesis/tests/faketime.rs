@@ -1,8 +1,7 @@
 //! libfaketime clock offsets observed by a real running process (this test binary,
 //! re-run as a helper). Skips when libfaketime is not installed.
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::skip;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -11,6 +10,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use splitbrain_nemesis::faketime::FaketimeClocks;
 
 const HELPER_ENV: &str = "SB_NEMESIS_CLOCK_GO_FILE";
+
+/// The name libtest knows this module's test `name` by (its module path within the test
+/// binary, which `--exact` needs).
+fn test_name(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    }
+}
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -46,7 +54,7 @@ fn offset_moves_a_running_process_clock() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "helper_print_clock",
+            &test_name("helper_print_clock"),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -12,6 +12,15 @@ use splitbrain_nemesis::{CutMode, NemesisError, NetFaults, NetworkFaults};
 
 const HELPER_ENV: &str = "SB_NEMESIS_ECHO_AT";
 
+/// The name libtest knows this module's test `name` by (its module path within the test
+/// binary, which `--exact` needs).
+fn test_name(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// Not a test of its own: when the env var is set (by `echo_server_in`), this test binary
 /// acts as the echo server inside a namespace, for at most 60 s.
 #[test]
@@ -40,8 +49,7 @@ fn helper_echo_server() {
     }
 }
 
-#[path = "../../testing/skip.rs"]
-mod skip;
+use crate::skip;
 
 fn skip_reason() -> Option<String> {
     netns::unavailable_reason()
@@ -68,7 +76,7 @@ fn echo_server_in(cluster: &NetnsCluster, i: usize, port: u16) -> Child {
         .command(i, exe.to_str().unwrap())
         .args([
             "--exact",
-            "helper_echo_server",
+            &test_name("helper_echo_server"),
             "--nocapture",
             "--test-threads=1",
         ])

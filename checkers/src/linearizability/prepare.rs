@@ -3,7 +3,7 @@
 use super::fxhash::FxHashMap;
 use super::model::{Completion, Model};
 use super::search::{Part, PartOp};
-use crate::history::{History, Outcome};
+use crate::history::{History, OpPair, Outcome};
 
 /// A client op the model rejected.
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ const PREPARE_CHUNK: usize = if cfg!(test) { 1 << 8 } else { 1 << 16 };
 
 /// Translates pair `i` with the model.
 fn translate<M: Model>(model: &M, history: &History, split: bool, i: usize) -> Translated<M::Op> {
-    let Some(pair) = history.pair(i) else {
+    let Some(pair) = model_pair(history, i) else {
         return Ok(None);
     };
     let completion = match pair.outcome {
@@ -127,6 +127,40 @@ fn translate<M: Model>(model: &M, history: &History, split: bool, i: usize) -> T
     };
     let key = if split { pair.key_string() } else { None };
     Ok(Some((key, part_op, op)))
+}
+
+/// Pair `i` with what a [`Model::op`] reads (name, key, invoke value, effective value,
+/// outcome, positions and times), its `node` and `error` left out. Unlike
+/// [`History::pair`], a history not materialized parses only the invoke's line whole; of
+/// the completion it reads the value's text alone (and its key only when the invoke has
+/// none), so preparing a big file parses each pair's text about once, not twice.
+fn model_pair(history: &History, i: usize) -> Option<OpPair> {
+    let slot = history.pair_slots().get(i)?;
+    let inv = history.op(slot.invoke_pos)?.into_owned();
+    let done_pos = slot.complete_pos.filter(|&c| history.op_time(c).is_some());
+    let value = match (slot.outcome, done_pos) {
+        (Outcome::Ok, Some(c)) => history.op_value(c)?.into_owned(),
+        _ => inv.value.clone(),
+    };
+    let key = match (inv.key, done_pos) {
+        (Some(k), _) => Some(k),
+        (None, Some(c)) => history.op(c)?.into_owned().key,
+        (None, None) => None,
+    };
+    Some(OpPair {
+        process: slot.process,
+        f: inv.f,
+        key,
+        invoke_value: inv.value,
+        value,
+        outcome: slot.outcome,
+        invoke_pos: slot.invoke_pos,
+        complete_pos: slot.complete_pos,
+        invoke_time: inv.time,
+        complete_time: done_pos.and_then(|c| history.op_time(c)),
+        node: None,
+        error: None,
+    })
 }
 
 /// Drops optional ops that cannot change the verdict.
@@ -197,6 +231,59 @@ mod tests {
         LinearizabilityOptions,
     };
     use crate::{Checker, Validity};
+
+    /// The pair the model reads equals the history's own pair (but for `node` and
+    /// `error`, which no model reads) for every pair: of a history in memory, of one read
+    /// lazily from text, and of one mapped from its file; with keys on the invoke only, on
+    /// the completion only, ok/fail/info/pending outcomes, and nemesis ops between.
+    #[test]
+    fn the_model_pair_is_the_history_pair() {
+        use crate::history::read::read_str;
+        let text = [
+            r#"{"process":1,"type":"invoke","f":"write","key":"a","value":3,"time":10}"#,
+            r#"{"process":2,"type":"invoke","f":"cas","value":[3,4],"time":11}"#,
+            r#"{"process":"nemesis","type":"info","f":"start","value":{"n":[1,2]}}"#,
+            r#"{"process":1,"type":"ok","f":"write","key":"a","value":3,"node":"n1","time":12}"#,
+            r#"{"process":2,"type":"fail","f":"cas","key":"b","value":[3,4],"error":"no","time":13}"#,
+            r#"{"process":3,"type":"invoke","f":"read","key":7,"value":null,"time":14}"#,
+            r#"{"process":4,"type":"invoke","f":"read","time":15}"#,
+            r#"{"process":3,"type":"ok","f":"read","key":7,"value":5,"time":16}"#,
+            r#"{"process":4,"type":"ok","f":"read","key":["x",1],"value":[1,2],"time":17}"#,
+            r#"{"process":5,"type":"invoke","f":"write","key":"a","value":9,"time":18}"#,
+            r#"{"process":6,"type":"invoke","f":"write","value":8,"time":19}"#,
+            r#"{"process":5,"type":"info","f":"write","key":"a","error":"timeout","time":20}"#,
+            r#"{"process":7,"type":"invoke","f":"write","key":"c","value":1,"time":21}"#,
+        ]
+        .join("\n");
+        let dir = std::env::temp_dir().join(format!("sb-model-pair-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("h.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let generated = dir.join("g.jsonl");
+        write_keyed_cas_history(&generated, 5, 4_000, 5, 9, 0.2, true).unwrap();
+        let histories = [
+            read_str(&text, &path, None).unwrap(),
+            read_path_mapping(&path, 0).unwrap(),
+            read_path_mapping(&generated, 0).unwrap(),
+            generate_keyed_cas_history(5, 4_000, 5, 9, 0.2, true),
+        ];
+        for (h, history) in histories.iter().enumerate() {
+            let n = history.pair_slots().len();
+            assert!(n > 5, "history {h} has pairs");
+            for i in 0..n {
+                let mut want = history.pair(i).unwrap().into_owned();
+                want.node = None;
+                want.error = None;
+                assert_eq!(
+                    super::model_pair(history, i),
+                    Some(want),
+                    "history {h} pair {i}"
+                );
+            }
+            assert_eq!(super::model_pair(history, n), None);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A history mapped from its file (text handed back chunk by chunk as the parts are
     /// prepared, ops read by the fast path) checks exactly as the same history in memory.

@@ -436,17 +436,27 @@ pub(crate) fn search<M: Model>(
                 } else if dominance {
                     bits.key(&mut key_buf, 0, ns);
                     let key_bytes = key_buf.len() as u64 * 8 + MEMO_ENTRY_OVERHEAD;
-                    let seen = dmemo.entry(key_buf.as_slice().into()).or_default();
-                    let dominated = seen.chunks(opt_words).any(|u| {
-                        u.iter()
-                            .zip(&used_bits)
-                            .all(|(&seen_w, &w)| seen_w & !w == 0)
-                    });
-                    if !dominated {
-                        if seen.is_empty() {
-                            memo_bytes += key_bytes;
+                    // Looked up by the borrowed key: a boxed copy of it is made only when
+                    // the configuration is new (not at every step, as `entry` would).
+                    let dominated = match dmemo.get_mut(key_buf.as_slice()) {
+                        Some(seen) => {
+                            let dominated = seen.chunks(opt_words).any(|u| {
+                                u.iter()
+                                    .zip(&used_bits)
+                                    .all(|(&seen_w, &w)| seen_w & !w == 0)
+                            });
+                            if !dominated {
+                                seen.extend_from_slice(&used_bits);
+                            }
+                            dominated
                         }
-                        seen.extend_from_slice(&used_bits);
+                        None => {
+                            dmemo.insert(key_buf.as_slice().into(), used_bits.clone());
+                            memo_bytes += key_bytes;
+                            false
+                        }
+                    };
+                    if !dominated {
                         memo_bytes += opt_words as u64 * 8;
                     }
                     !dominated
