@@ -24,6 +24,7 @@ pub mod jepsen;
 pub mod linearizability;
 pub mod quantile;
 pub mod shrink;
+pub mod table;
 pub mod verdict;
 
 pub use history::{History, HistoryError, Op, OpPair, OpType, Outcome, Process};

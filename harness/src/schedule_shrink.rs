@@ -810,18 +810,22 @@ impl ScheduleShrunk {
 /// The steps as a table: step, phase, candidate, replays, how many failed the same way,
 /// kept?.
 pub fn steps_table(steps: &[Step]) -> String {
-    let mut out = format!(
-        "{:>4}  {:<14} {:<52} {:>7}  {:<6} {}\n",
-        "step", "phase", "candidate", "replays", "failed", "kept?"
-    );
+    let mut t = splitbrain_checkers::table::Table::new([
+        "step",
+        "phase",
+        "candidate",
+        "replays",
+        "failed",
+        "kept?",
+    ])
+    .right_aligned(&[0, 3]);
     for s in steps {
-        out.push_str(&format!(
-            "{:>4}  {:<14} {:<52} {:>7}  {:<6} {}\n",
-            s.step,
-            s.phase,
-            s.candidate,
-            s.replays,
-            s.failures,
+        t.row([
+            s.step.to_string(),
+            s.phase.to_string(),
+            s.candidate.to_string(),
+            s.replays.to_string(),
+            s.failures.to_string(),
             if s.kept {
                 "yes"
             } else if s.undecided {
@@ -829,9 +833,10 @@ pub fn steps_table(steps: &[Step]) -> String {
             } else {
                 "no"
             }
-        ));
+            .to_string(),
+        ]);
     }
-    out
+    t.plain()
 }
 
 #[cfg(test)]

@@ -65,8 +65,7 @@ fn the_kv_store_through_its_spec_file_is_linearizable_under_partitions_and_kills
         &spec("targets/kv/exec.toml"),
         &under_partitions_and_kills("register", "8", "3"),
     );
-    assert_eq!(code, Some(0), "{results:#}");
-    assert_eq!(support::checker(&results, "linearizable")["valid"], true);
+    support::assert_exit_0_and_valid(code, &results, "linearizable");
     let test: Value =
         serde_json::from_slice(&std::fs::read(store.path().join("latest/test.json")).unwrap())
             .unwrap();
@@ -101,8 +100,7 @@ fn the_python_register_store_is_linearizable_under_partitions_and_kills() {
         &spec(PYTHON_SPEC),
         &under_partitions_and_kills("register", "10", "1"),
     );
-    assert_eq!(code, Some(0), "{results:#}");
-    assert_eq!(support::checker(&results, "linearizable")["valid"], true);
+    support::assert_exit_0_and_valid(code, &results, "linearizable");
     // The faults happened, and n1 came back from its kills with what it acknowledged.
     let history = std::fs::read_to_string(store.path().join("latest/history.jsonl")).unwrap();
     assert!(history.contains(r#""f":"kill""#), "no kill in the run");

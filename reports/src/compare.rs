@@ -8,9 +8,8 @@
 
 use crate::RunSummary;
 use serde::Serialize;
+use splitbrain_checkers::table::Table;
 use splitbrain_checkers::Validity;
-use tabled::builder::Builder;
-use tabled::settings::Style;
 
 /// What a run was asked to do, as far as a comparison shows it (from `test.json`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -295,8 +294,7 @@ fn regressions(base: &ComparedRun, run: &ComparedRun, b: RegressionBounds) -> Ve
 impl Comparison {
     /// A terminal table; the names of columns that differ carry a `*`.
     pub fn terminal(&self) -> String {
-        let mut builder = Builder::default();
-        builder.push_record(self.columns.iter().zip(&self.differs).map(|(c, d)| {
+        let mut table = Table::new(self.columns.iter().zip(&self.differs).map(|(c, d)| {
             if *d {
                 format!("{c} *")
             } else {
@@ -304,11 +302,9 @@ impl Comparison {
             }
         }));
         for r in &self.rows {
-            builder.push_record(r.iter().cloned());
+            table.row(r.iter().cloned());
         }
-        let mut table = builder.build();
-        table.with(Style::rounded());
-        let mut out = table.to_string();
+        let mut out = table.boxed();
         out.push_str("\n* differs between runs");
         out.push_str(&self.regression_text());
         out
@@ -316,36 +312,23 @@ impl Comparison {
 
     /// Markdown fit for a pull-request comment: cells of differing columns in bold.
     pub fn markdown(&self) -> String {
-        let cell = |s: &str| s.replace('|', "\\|");
-        let mut out = String::new();
-        out.push_str(&format!(
-            "| {} |\n",
-            self.columns
-                .iter()
-                .zip(&self.differs)
-                .map(|(c, d)| if *d {
-                    format!("{} Δ", cell(c))
-                } else {
-                    cell(c)
-                })
-                .collect::<Vec<_>>()
-                .join(" | ")
-        ));
-        out.push_str(&format!("|{}\n", "---|".repeat(self.columns.len())));
+        let mut table = Table::new(self.columns.iter().zip(&self.differs).map(|(c, d)| {
+            if *d {
+                format!("{c} Δ")
+            } else {
+                c.clone()
+            }
+        }));
         for r in &self.rows {
-            let cells: Vec<String> = r
-                .iter()
-                .zip(&self.differs)
-                .map(|(v, d)| {
-                    if *d {
-                        format!("**{}**", cell(v))
-                    } else {
-                        cell(v)
-                    }
-                })
-                .collect();
-            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            table.row(r.iter().zip(&self.differs).map(|(v, d)| {
+                if *d {
+                    format!("**{v}**")
+                } else {
+                    v.clone()
+                }
+            }));
         }
+        let mut out = table.markdown();
         out.push_str("\nΔ: differs between runs.\n");
         out.push_str(&self.regression_text());
         out
@@ -450,9 +433,11 @@ mod tests {
         let p99 = far.columns.iter().position(|c| c == "p99 ms").unwrap();
         assert!(far.differs[p99]);
         let md = c.markdown();
-        assert!(md.contains("| bugs Δ |"), "{md}");
+        // The cells, the table's padding folded to one space.
+        let folded = md.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(folded.contains("| bugs Δ |"), "{md}");
         assert!(md.contains("**INVALID (nonlinearizable)**"), "{md}");
-        assert!(md.contains("| kv |"), "{md}");
+        assert!(folded.contains("| kv |"), "{md}");
         assert!(c.regressions.is_empty());
         assert!(c.terminal().contains("bugs *"));
     }

@@ -1,8 +1,7 @@
 //! The terminal summary table printed at the end of `splitbrain test` and `check`.
 
 use crate::RunSummary;
-use tabled::builder::Builder;
-use tabled::settings::Style;
+use splitbrain_checkers::table::Table;
 
 /// One line of the table: a label and its value.
 type Row = [String; 2];
@@ -114,21 +113,11 @@ pub fn summary_table(s: &RunSummary) -> String {
     if let Some(dir) = &s.run_dir {
         rows.push(row("run", dir.clone()));
     }
-    // A header row of two empty names first, as a two-column table has.
-    let mut builder = Builder::default();
-    builder.push_record([String::new(), String::new()]);
+    let mut table = Table::headless();
     for r in rows {
-        builder.push_record(r);
+        table.row(r);
     }
-    let mut table = builder.build();
-    table.with(Style::rounded());
-    // Drop the empty header row tabled prints for unnamed columns.
-    let text = table.to_string();
-    let mut lines: Vec<&str> = text.lines().collect();
-    if lines.len() > 3 {
-        lines.drain(1..3);
-    }
-    let mut out = lines.join("\n");
+    let mut out = table.boxed();
     for r in &s.results {
         if r.valid != splitbrain_checkers::Validity::Valid && !r.explanation.is_empty() {
             out.push_str(&format!("\n{}: {}", r.checker, r.explanation));

@@ -1,6 +1,6 @@
 //! The four DDP checks over parsed step records (see the module docs of `ddp`).
 
-use super::{Found, Seen};
+use super::{Found, Seen, StepRecord};
 use crate::history::History;
 use crate::verdict::{CheckResult, Validity};
 use serde_json::{json, Value};
@@ -8,6 +8,61 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Sample ids listed per missing-sample case.
 const LIST: usize = 20;
+
+/// A membership rule a step record breaks: what to say first, and the case.
+#[derive(Debug, Clone)]
+pub(crate) struct Breach {
+    pub(crate) explanation: String,
+    pub(crate) case: Value,
+}
+
+/// What the membership rules say of one step record.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Membership {
+    /// The record names a group without its own rank (`non-member-report`).
+    pub(crate) non_member: Option<Breach>,
+    /// The record names other members than the step's first record naming members
+    /// (`member-divergence`).
+    pub(crate) divergence: Option<Breach>,
+    /// The record names members and no earlier record of its step did: it becomes the
+    /// step's record to compare later ones with.
+    pub(crate) names_first: bool,
+}
+
+/// The membership rules for one step record `rec`, the whole check's and the online
+/// check's alike: only a member reports a step of a group, and every record of a step
+/// names the same members as `first_named`, the step's first record naming members (its
+/// rank and members). A record naming no members breaks neither rule.
+pub(crate) fn membership(rec: &StepRecord, first_named: Option<(u64, &Vec<u64>)>) -> Membership {
+    let Some(m) = &rec.members else {
+        return Membership::default();
+    };
+    let non_member = (!m.contains(&rec.rank)).then(|| Breach {
+        explanation: format!(
+            "step {}: rank {} reported a step of the group {m:?} without it",
+            rec.step, rec.rank
+        ),
+        case: json!({"step": rec.step, "rank": rec.rank, "members": m}),
+    });
+    let divergence = first_named
+        .filter(|(_, prev)| *prev != m)
+        .map(|(prev_rank, prev)| Breach {
+            explanation: format!(
+                "step {}: rank {prev_rank} names members {:?}, rank {} names {m:?}",
+                rec.step,
+                Some(prev),
+                rec.rank
+            ),
+            case: json!({"step": rec.step, "sides": [
+                {"rank": prev_rank, "members": prev},
+                {"rank": rec.rank, "members": m}]}),
+        });
+    Membership {
+        non_member,
+        divergence,
+        names_first: first_named.is_none(),
+    }
+}
 
 /// Replica agreement: one digest per step across every rank and report.
 pub(crate) fn replicas(seen: &[Seen]) -> CheckResult {
@@ -58,42 +113,23 @@ pub(crate) fn replicas(seen: &[Seen]) -> CheckResult {
     let mut members_of: BTreeMap<u64, &Seen> = BTreeMap::new();
     let mut shrunk = 0usize;
     for s in seen {
-        let Some(m) = &s.record.members else {
-            continue;
-        };
-        if !m.contains(&s.record.rank) {
-            first.get_or_insert_with(|| {
-                format!(
-                    "step {}: rank {} reported a step of the group {m:?} without it",
-                    s.record.step, s.record.rank
-                )
-            });
+        let prev = members_of.get(&s.record.step).copied();
+        let named = prev.and_then(|p| p.record.members.as_ref().map(|m| (p.record.rank, m)));
+        let rules = membership(&s.record, named);
+        if let Some(b) = rules.non_member {
+            first.get_or_insert(b.explanation);
+            found.add("non-member-report", b.case, vec![s.evidence()]);
+        }
+        if let (Some(b), Some(prev)) = (rules.divergence, prev) {
+            first.get_or_insert(b.explanation);
             found.add(
-                "non-member-report",
-                json!({"step": s.record.step, "rank": s.record.rank, "members": m}),
-                vec![s.evidence()],
+                "member-divergence",
+                b.case,
+                vec![prev.evidence(), s.evidence()],
             );
         }
-        match members_of.get(&s.record.step) {
-            Some(prev) if prev.record.members.as_ref() != Some(m) => {
-                first.get_or_insert_with(|| {
-                    format!(
-                        "step {}: rank {} names members {:?}, rank {} names {m:?}",
-                        s.record.step, prev.record.rank, prev.record.members, s.record.rank
-                    )
-                });
-                found.add(
-                    "member-divergence",
-                    json!({"step": s.record.step, "sides": [
-                        {"rank": prev.record.rank, "members": prev.record.members},
-                        {"rank": s.record.rank, "members": m}]}),
-                    vec![prev.evidence(), s.evidence()],
-                );
-            }
-            Some(_) => {}
-            None => {
-                members_of.insert(s.record.step, s);
-            }
+        if rules.names_first {
+            members_of.insert(s.record.step, s);
         }
     }
     let widest = members_of

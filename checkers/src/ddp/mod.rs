@@ -274,25 +274,23 @@ mod tests {
     use super::*;
     use crate::history::{Op, OpType, Process};
 
+    /// Two ranks each invoke a step that ends `end` (not ok) with the value `value` gives
+    /// the rank: a run in which no step is committed.
+    pub(super) fn uncommitted_steps(end: OpType, value: impl Fn(u64) -> Value) -> Vec<Op> {
+        (0..2)
+            .flat_map(|rank| {
+                [
+                    Op::new(Process::Client(rank), OpType::Invoke, "step", Value::Null),
+                    Op::new(Process::Client(rank), end, "step", value(rank)),
+                ]
+            })
+            .collect()
+    }
+
     /// Every check sees the same degenerate run: steps invoked, none committed.
     #[test]
     fn every_ddp_check_without_a_committed_step_is_unknown() {
-        let mut ops = Vec::new();
-        for rank in 0..2 {
-            ops.push(Op::new(
-                Process::Client(rank),
-                OpType::Invoke,
-                "step",
-                Value::Null,
-            ));
-            ops.push(Op::new(
-                Process::Client(rank),
-                OpType::Info,
-                "step",
-                Value::Null,
-            ));
-        }
-        let h = History::new(ops).unwrap();
+        let h = History::new(uncommitted_steps(OpType::Info, |_| Value::Null)).unwrap();
         let reference = DdpOptions {
             reference: Some(BTreeMap::from([(1, "d".to_string())])),
             ..DdpOptions::default()

@@ -8,6 +8,7 @@
 //! ops). A malformed step record makes the whole history's check `unknown` (it cannot
 //! read the run), so from one on nothing more is reported here.
 
+use super::checks::membership;
 use super::StepRecord;
 use crate::history::{Op, OpType, Process};
 use crate::verdict::{CheckResult, OnlineCheck, Validity};
@@ -71,14 +72,16 @@ impl OnlineCheck for OnlineReplicas {
             members: rec.members.clone(),
             evidence: evidence(&op),
         };
-        if let Some(m) = rec.members.as_ref().filter(|m| !m.contains(&rec.rank)) {
+        let prev_named = self.members_of.get(&rec.step);
+        let rules = membership(
+            &rec,
+            prev_named.and_then(|p| p.members.as_ref().map(|m| (p.rank, m))),
+        );
+        if let Some(b) = rules.non_member {
             return Some(invalid(
                 "non-member-report",
-                format!(
-                    "step {}: rank {} reported a step of the group {m:?} without it",
-                    rec.step, rec.rank
-                ),
-                json!({"step": rec.step, "rank": rec.rank, "members": m}),
+                b.explanation,
+                b.case,
                 vec![this.evidence],
             ));
         }
@@ -99,26 +102,16 @@ impl OnlineCheck for OnlineReplicas {
         } else {
             self.first.insert(rec.step, this.clone());
         }
-        if let Some(m) = &rec.members {
-            match self.members_of.get(&rec.step) {
-                Some(prev) if prev.members.as_ref() != Some(m) => {
-                    return Some(invalid(
-                        "member-divergence",
-                        format!(
-                            "step {}: rank {} names members {:?}, rank {} names {m:?}",
-                            rec.step, prev.rank, prev.members, rec.rank
-                        ),
-                        json!({"step": rec.step, "sides": [
-                            {"rank": prev.rank, "members": prev.members},
-                            {"rank": rec.rank, "members": m}]}),
-                        vec![prev.evidence.clone(), this.evidence],
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    self.members_of.insert(rec.step, this);
-                }
-            }
+        if let (Some(b), Some(prev)) = (rules.divergence, self.members_of.get(&rec.step)) {
+            return Some(invalid(
+                "member-divergence",
+                b.explanation,
+                b.case,
+                vec![prev.evidence.clone(), this.evidence],
+            ));
+        }
+        if rules.names_first {
+            self.members_of.insert(rec.step, this);
         }
         None
     }
@@ -180,21 +173,8 @@ mod tests {
     fn no_observation_finds_nothing() {
         assert!(online(&[]).is_empty());
         // Steps invoked, none committed: nothing is observed, nothing is said.
-        let mut ops = Vec::new();
-        for rank in 0..2 {
-            ops.push(Op::new(
-                Process::Client(rank),
-                OpType::Invoke,
-                "step",
-                Value::Null,
-            ));
-            ops.push(Op::new(
-                Process::Client(rank),
-                OpType::Fail,
-                "step",
-                step(rank, 1, "x", None),
-            ));
-        }
+        let ops =
+            super::super::tests::uncommitted_steps(OpType::Fail, |rank| step(rank, 1, "x", None));
         assert!(online(&ops).is_empty());
     }
 

@@ -405,10 +405,11 @@ pub fn measure(txns: usize, processes: usize) -> Result<BenchRow, HistoryError> 
 /// Runs the benchmark (10k / 100k / 1M transactions at 30 processes, then 10 vs 100
 /// processes at 100k) and renders a table.
 pub fn run_table() -> String {
-    let mut out = String::from(
-        "elle list-append, strict-serializable (1-5 micro-ops, 1000 keys)\n\
-         txns       procs  file MiB  parse s  check s  total s  txns/s     verdict\n",
-    );
+    let mut out =
+        String::from("elle list-append, strict-serializable (1-5 micro-ops, 1000 keys)\n");
+    let mut t = crate::table::Table::new([
+        "txns", "procs", "file MiB", "parse s", "check s", "total s", "txns/s", "verdict",
+    ]);
     for (txns, procs) in [
         (10_000, 30),
         (100_000, 30),
@@ -419,21 +420,23 @@ pub fn run_table() -> String {
         match measure(txns, procs) {
             Ok(r) => {
                 let total = r.parse_s + r.check_s;
-                out.push_str(&format!(
-                    "{:<10} {:<6} {:<9.1} {:<8.2} {:<8.2} {:<8.2} {:<10.0} {}\n",
-                    r.txns,
-                    r.processes,
-                    r.file_mib,
-                    r.parse_s,
-                    r.check_s,
-                    total,
-                    r.txns as f64 / total.max(1e-9),
-                    r.verdict
-                ));
+                t.row([
+                    r.txns.to_string(),
+                    r.processes.to_string(),
+                    format!("{:.1}", r.file_mib),
+                    format!("{:.2}", r.parse_s),
+                    format!("{:.2}", r.check_s),
+                    format!("{total:.2}"),
+                    format!("{:.0}", r.txns as f64 / total.max(1e-9)),
+                    r.verdict,
+                ]);
             }
-            Err(e) => out.push_str(&format!("{txns:<10} {procs:<6} error: {e}\n")),
+            Err(e) => {
+                t.row([txns.to_string(), procs.to_string(), format!("error: {e}")]);
+            }
         }
     }
+    out.push_str(&t.plain());
     if let Some(rss) = peak_rss_mib() {
         out.push_str(&format!("peak RSS of this process: {rss:.0} MiB\n"));
     }

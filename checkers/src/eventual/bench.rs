@@ -299,11 +299,17 @@ pub fn run_table() -> String {
                 "{} ops, file {:.1} MiB, generated in {:.2} s (not counted)\n",
                 run.ops, run.file_mib, run.generate_s
             ));
-            out.push_str("step                 wall s  cpu s   verdict   notes\n");
-            let row = |name: &str, (wall, cpu): (f64, f64), verdict: &str, notes: &str| {
-                format!("{name:<20} {wall:<7.2} {cpu:<7.2} {verdict:<9} {notes}\n")
+            let mut t = crate::table::Table::new(["step", "wall s", "cpu s", "verdict", "notes"]);
+            let mut row = |name: &str, (wall, cpu): (f64, f64), verdict: &str, notes: &str| {
+                t.row([
+                    name.to_string(),
+                    format!("{wall:.2}"),
+                    format!("{cpu:.2}"),
+                    verdict.to_string(),
+                    notes.to_string(),
+                ]);
             };
-            out.push_str(&row("read + parse", run.parse_s, "-", ""));
+            row("read + parse", run.parse_s, "-", "");
             let mut total = run.parse_s;
             for (name, s, r) in &run.checks {
                 total = (total.0 + s.0, total.1 + s.1);
@@ -324,9 +330,10 @@ pub fn run_table() -> String {
                         r.details["reads"], r.details["sessions"]
                     ),
                 };
-                out.push_str(&row(name, *s, r.valid.label(), &notes));
+                row(name, *s, r.valid.label(), &notes);
             }
-            out.push_str(&row("total (read+check)", total, "", ""));
+            row("total (read+check)", total, "", "");
+            out.push_str(&t.plain());
         }
         Err(e) => out.push_str(&format!("error: {e}\n")),
     }

@@ -153,26 +153,31 @@ fn render(rows: &[Row], notes: &[String], threads: usize) -> String {
         out,
         "linearizability benchmark ({threads} threads; check time only, parsing excluded; 20 s limit per input)"
     );
-    let _ = writeln!(
-        out,
-        "{:<44} {:>8} {:>9} {:>10}  | Porcupine [not measured by this run, see *]",
-        "input", "ops", "verdict", "seconds"
-    );
+    let mut t = crate::table::Table::new([
+        "input",
+        "ops",
+        "verdict",
+        "seconds",
+        "| Porcupine [not measured by this run, see *]",
+    ])
+    .right_aligned(&[1, 2, 3]);
     for r in rows {
-        let _ = writeln!(
-            out,
-            "{:<44} {:>8} {:>9} {:>10.4}  | {}",
-            r.input,
-            r.ops,
-            r.verdict,
-            r.secs,
-            if r.porcupine.is_empty() {
-                "-"
-            } else {
-                r.porcupine
-            }
-        );
+        t.row([
+            r.input.clone(),
+            r.ops.to_string(),
+            r.verdict.to_string(),
+            format!("{:.4}", r.secs),
+            format!(
+                "| {}",
+                if r.porcupine.is_empty() {
+                    "-"
+                } else {
+                    r.porcupine
+                }
+            ),
+        ]);
     }
+    out.push_str(&t.plain());
     let _ = writeln!(
         out,
         "* seconds, ops and verdicts are this run's; the Porcupine column is reference \

@@ -5,6 +5,7 @@ use crate::run::recorder::HistoryRecorder;
 use crate::run::worker::{RateLimiter, Worker};
 use crate::systems::{BoxFuture, Client, Completion, Invocation};
 use crate::workload::{register::RegisterWorkload, Workload, WorkloadOptions};
+use splitbrain_checkers::table::Table;
 use splitbrain_checkers::OpType;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -251,29 +252,34 @@ pub fn scale_table(cells: &[ScaleCell], load: &str) -> String {
     let secs = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.2}"));
     let mut out = String::new();
     let _ = writeln!(out, "load before the run: {load}");
-    let _ = writeln!(
-        out,
-        "| ops | info % | history | check s (read + check) | of which prepare s | search s | peak RSS MB | verdict |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let mut t = Table::new([
+        "ops",
+        "info %",
+        "history",
+        "check s (read + check)",
+        "of which prepare s",
+        "search s",
+        "peak RSS MB",
+        "verdict",
+    ]);
     for c in cells {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.2} | {} | {} | {:.0} | {} |",
-            c.ops,
-            c.info_percent,
+        t.row([
+            c.ops.to_string(),
+            c.info_percent.to_string(),
             if c.corrupt {
                 "one corrupt read"
             } else {
                 "generated"
-            },
-            c.seconds,
+            }
+            .to_string(),
+            format!("{:.2}", c.seconds),
             secs(c.prepare_seconds),
             secs(c.search_seconds),
-            c.max_rss as f64 / 1e6,
-            c.verdict
-        );
+            format!("{:.0}", c.max_rss as f64 / 1e6),
+            c.verdict.to_string(),
+        ]);
     }
+    out.push_str(&t.markdown());
     let mut rates: Vec<f64> = Vec::new();
     for c in cells.iter().filter(|c| !c.corrupt) {
         if !rates.contains(&c.info_percent) {
@@ -345,11 +351,13 @@ mod tests {
         ];
         let table = scale_table(&cells, "0.5 0.4 0.3");
         assert!(table.starts_with("load before the run: 0.5 0.4 0.3\n"));
+        // The rows, with the table's padding folded to single spaces.
+        let folded = table.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            table.contains("| 10007 | 5 | generated | 30.00 | 15.00 | - | 50 | valid |"),
+            folded.contains("| 10007 | 5 | generated | 30.00 | 15.00 | - | 50 | valid |"),
             "{table}"
         );
-        assert!(table.contains("| 1007 | 5 | one corrupt read | 4.00 | 2.00 | - | 50 | INVALID |"));
+        assert!(folded.contains("| 1007 | 5 | one corrupt read | 4.00 | 2.00 | - | 50 | INVALID |"));
         assert!(table.contains("info 0 %: time(10000) / time(1000) = 9.0 for 10.0x the ops"));
         // The corrupt cells are not part of the growth.
         assert!(table.contains("info 5 %: time(10000) / time(1000) = 15.0 for 10.0x the ops"));

@@ -11,6 +11,7 @@ use crate::run::cluster::{Cluster, NodeLayout, PortReservation};
 use crate::systems::{Target, TargetOptions};
 use anyhow::Context;
 use serde_json::{json, Value};
+use splitbrain_checkers::table::Table;
 use splitbrain_nemesis::{CutMode, NetFaults, NetworkFaults};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -207,9 +208,14 @@ pub async fn run_table(
     dir: &Path,
 ) -> anyhow::Result<String> {
     let mut out = format!(
-        "convergence after heal: {writes} writes acknowledged while every peer link was cut, then healed; real splitbrain-bayou processes on loopback\n\
-         | replicas | anti-entropy ms | pending writes | converge ms after heal |\n|---|---|---|---|\n"
+        "convergence after heal: {writes} writes acknowledged while every peer link was cut, then healed; real splitbrain-bayou processes on loopback\n"
     );
+    let mut t = Table::new([
+        "replicas",
+        "anti-entropy ms",
+        "pending writes",
+        "converge ms after heal",
+    ]);
     for replicas in [3usize, 5] {
         for &ae in intervals_ms {
             let run_dir = dir.join(format!("r{replicas}-ae{ae}"));
@@ -218,12 +224,15 @@ pub async fn run_table(
                 .converge_ms
                 .map(|ms| format!("{ms:.0}"))
                 .unwrap_or_else(|| format!("not within {} s", CONVERGE_LIMIT.as_secs()));
-            out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                row.replicas, row.anti_entropy_ms, row.pending_writes, figure
-            ));
+            t.row([
+                row.replicas.to_string(),
+                row.anti_entropy_ms.to_string(),
+                row.pending_writes.to_string(),
+                figure,
+            ]);
         }
     }
+    out.push_str(&t.markdown());
     Ok(out)
 }
 

@@ -7,6 +7,7 @@
 
 use super::controller::{wait_with_output_and_rusage, ChildOutput};
 use rayon::prelude::*;
+use splitbrain_checkers::table::Table;
 use std::io::Read as _;
 use std::path::Path;
 use std::time::Instant;
@@ -295,33 +296,38 @@ impl LimitReport {
             "{file}: {mb:.0} MB, {} lines; load before the run: {load}",
             self.lines
         );
-        let _ = writeln!(out, "| pass | seconds | MB/s | peak RSS MB |");
-        let _ = writeln!(out, "|---|---|---|---|");
-        let row = |out: &mut String, what: &str, s: f64, rss: String| {
-            let _ = writeln!(out, "| {what} | {s:.2} | {:.0} | {rss} |", mb / s.max(1e-9));
+        let mut t = Table::new(["pass", "seconds", "MB/s", "peak RSS MB"]);
+        let row = |t: &mut Table, what: &str, s: f64, rss: String| {
+            t.row([
+                what.to_string(),
+                format!("{s:.2}"),
+                format!("{:.0}", mb / s.max(1e-9)),
+                rss,
+            ]);
         };
-        row(&mut out, "raw read", self.read_s, "-".into());
+        row(&mut t, "raw read", self.read_s, "-".into());
         row(
-            &mut out,
+            &mut t,
             "bare parse (serde_json IgnoredAny), 1 thread",
             self.parse1_s,
             "-".into(),
         );
         row(
-            &mut out,
+            &mut t,
             &format!("bare parse, {} threads", self.threads),
             self.parse_all_s,
             "-".into(),
         );
         row(
-            &mut out,
+            &mut t,
             "splitbrain check",
             self.check.seconds,
             format!("{:.0}", self.check.max_rss as f64 / 1e6),
         );
         for (name, s) in &self.check.phases {
-            let _ = writeln!(out, "| - {name} | {s:.2} | | |");
+            t.row([format!("- {name}"), format!("{s:.2}")]);
         }
+        out.push_str(&t.markdown());
         let _ = writeln!(
             out,
             "check ÷ bare parse: {:.1}x ({} threads), {:.1}x (1 thread)",

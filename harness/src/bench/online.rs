@@ -6,6 +6,7 @@
 //! the resident set shown every `sample_every`), the peak RSS of the tree (`wait4`'s
 //! `ru_maxrss`: its largest process), and the ok ops the history holds.
 
+use splitbrain_checkers::table::Table;
 use std::fmt::Write as _;
 use std::io::BufRead as _;
 use std::path::Path;
@@ -222,28 +223,35 @@ pub fn table(runs: &[OnlineRun], duration: Duration) -> String {
         "kv register --rate 0 --nemesis none --seed 1, {} s per run",
         duration.as_secs_f64()
     );
-    let _ = writeln!(
-        out,
-        "| online | exit | ok ops | tree CPU s | per 1k ok ops | splitbrain CPU s | per 1k ok ops | peak RSS MiB | per 1M ok ops | load before | load after |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut t = Table::new([
+        "online",
+        "exit",
+        "ok ops",
+        "tree CPU s",
+        "per 1k ok ops",
+        "splitbrain CPU s",
+        "per 1k ok ops",
+        "peak RSS MiB",
+        "per 1M ok ops",
+        "load before",
+        "load after",
+    ]);
     for r in runs {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.1} | {:.3} | {:.1} | {:.3} | {:.0} | {:.0} | {} | {} |",
-            if r.online { "on" } else { "off" },
+        t.row([
+            if r.online { "on" } else { "off" }.to_string(),
             r.code.map_or("-".to_string(), |c| c.to_string()),
-            r.ok_ops,
-            r.tree_cpu_s,
-            r.tree_per_k(),
-            r.own_cpu_s,
-            r.own_per_k(),
-            mib(r.peak_rss),
-            mib(r.peak_rss) * 1e6 / r.ok_ops.max(1) as f64,
-            r.load.0,
-            r.load.1
-        );
+            r.ok_ops.to_string(),
+            format!("{:.1}", r.tree_cpu_s),
+            format!("{:.3}", r.tree_per_k()),
+            format!("{:.1}", r.own_cpu_s),
+            format!("{:.3}", r.own_per_k()),
+            format!("{:.0}", mib(r.peak_rss)),
+            format!("{:.0}", mib(r.peak_rss) * 1e6 / r.ok_ops.max(1) as f64),
+            r.load.0.to_string(),
+            r.load.1.to_string(),
+        ]);
     }
+    out.push_str(&t.markdown());
     let sum = |online: bool, f: &dyn Fn(&OnlineRun) -> f64| -> f64 {
         runs.iter().filter(|r| r.online == online).map(f).sum()
     };

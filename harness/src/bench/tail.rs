@@ -25,6 +25,7 @@ use crate::systems::kv::ReadCounters;
 use serde_json::{json, Value};
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::history::{History, Outcome};
+use splitbrain_checkers::table::Table;
 use splitbrain_checkers::Validity;
 use splitbrain_reports::{TailRun, TAIL_QUANTILES};
 use std::path::{Path, PathBuf};
@@ -263,26 +264,35 @@ pub fn median_run(runs: &[TailRun]) -> Option<TailRun> {
 
 /// The cells as a Markdown table, grouped by scenario.
 pub fn table(cells: &[TailRun]) -> String {
-    let mut out = String::from(
-        "| scenario | policy | reads | p50 ms | p99 ms | p99.9 ms | requests/read | hedged | ok ops/s | verdict | p99 of each run, ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut t = Table::new([
+        "scenario",
+        "policy",
+        "reads",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "requests/read",
+        "hedged",
+        "ok ops/s",
+        "verdict",
+        "p99 of each run, ms",
+    ]);
     for c in cells {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1}% | {:.0} | {} | {} |\n",
-            c.scenario,
-            c.policy,
-            c.reads,
-            c.at(0.5).unwrap_or(0.0),
-            c.at(0.99).unwrap_or(0.0),
-            c.at(0.999).unwrap_or(0.0),
-            c.requests_per_read,
-            100.0 * c.hedged_share,
-            c.ok_per_s,
-            c.verdict.label(),
+        t.row([
+            c.scenario.to_string(),
+            c.policy.to_string(),
+            c.reads.to_string(),
+            format!("{:.2}", c.at(0.5).unwrap_or(0.0)),
+            format!("{:.2}", c.at(0.99).unwrap_or(0.0)),
+            format!("{:.2}", c.at(0.999).unwrap_or(0.0)),
+            format!("{:.3}", c.requests_per_read),
+            format!("{:.1}%", 100.0 * c.hedged_share),
+            format!("{:.0}", c.ok_per_s),
+            c.verdict.label().to_string(),
             splitbrain_reports::runs_ms(&c.p99_runs_ms),
-        ));
+        ]);
     }
-    out
+    t.markdown()
 }
 
 /// What the whole bench measured: the settings line and every cell.
@@ -480,7 +490,10 @@ mod tests {
         assert_eq!(cell.at(0.99), Some(5.0));
         let one = median_run(&runs[..1]).unwrap();
         assert_eq!((one.at(0.99), one.verdict), (Some(9.0), Validity::Valid));
-        assert!(table(&[cell]).contains("| 9.00 / 5.00 |"));
+        // The last cell, with the table's padding folded to single spaces.
+        let text = table(&[cell]);
+        let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(folded.contains("| 9.00 / 5.00 |"), "{text}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use super::{runtime, usage};
 use anyhow::bail;
 use clap::Args;
+use splitbrain_checkers::table::Table;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -138,16 +139,15 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             ))?;
             let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             let _ = std::fs::remove_dir_all(&dir);
-            println!("| processes | ops | seconds | ops/s | history bytes |");
-            println!("|---|---|---|---|---|");
-            println!(
-                "| {} | {} | {:.2} | {:.0} | {} |",
-                r.processes,
-                r.ops,
-                r.seconds,
-                r.ops_per_sec(),
-                bytes
-            );
+            let mut t = Table::new(["processes", "ops", "seconds", "ops/s", "history bytes"]);
+            t.row([
+                r.processes.to_string(),
+                r.ops.to_string(),
+                format!("{:.2}", r.seconds),
+                format!("{:.0}", r.ops_per_sec()),
+                bytes.to_string(),
+            ]);
+            print!("{}", t.markdown());
             Ok(0)
         }
         "linearizable" if a.scale => linearizable_scale(&a),
@@ -258,21 +258,21 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
 /// `bench maelstrom`: routing alone, then round trips through a real echo node (Markdown).
 fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
     use splitbrain::bench::maelstrom as bench;
-    println!("| what | messages | seconds | messages/s | per message |");
-    println!("|---|---|---|---|---|");
+    let mut t = Table::new(["what", "messages", "seconds", "messages/s", "per message"]);
     let r = bench::routing_only(1_000_000);
-    println!(
-        "| routing only (node to node, 16-element gossip body) | {} | {:.2} | {:.0} | {:.0} ns |",
-        r.messages,
-        r.seconds,
-        r.per_sec(),
-        r.ns_per_msg()
-    );
+    t.row([
+        "routing only (node to node, 16-element gossip body)".to_string(),
+        r.messages.to_string(),
+        format!("{:.2}", r.seconds),
+        format!("{:.0}", r.per_sec()),
+        format!("{:.0} ns", r.ns_per_msg()),
+    ]);
     if !a.bin.is_file() {
-        println!(
-            "| echo round trips | skipped: {} is not a file (--bin) | | | |",
-            a.bin.display()
-        );
+        t.row([
+            "echo round trips".to_string(),
+            format!("skipped: {} is not a file (--bin)", a.bin.display()),
+        ]);
+        print!("{}", t.markdown());
         return Ok(0);
     }
     let dir = tempfile_dir()?;
@@ -280,15 +280,15 @@ fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
     for clients in [1, 10] {
         let out = rt.block_on(bench::echo_round_trips(&a.bin, clients, a.seconds, &dir));
         let (r, median) = out.map_err(|e| anyhow::anyhow!("echo bench: {e}"))?;
-        println!(
-            "| echo round trips, {clients} client(s), {} | {} | {:.2} | {:.0} | median round trip {:.3} ms |",
-            a.bin.display(),
-            r.messages,
-            r.seconds,
-            r.per_sec(),
-            median
-        );
+        t.row([
+            format!("echo round trips, {clients} client(s), {}", a.bin.display()),
+            r.messages.to_string(),
+            format!("{:.2}", r.seconds),
+            format!("{:.0}", r.per_sec()),
+            format!("median round trip {median:.3} ms"),
+        ]);
     }
+    print!("{}", t.markdown());
     let _ = std::fs::remove_dir_all(&dir);
     Ok(0)
 }

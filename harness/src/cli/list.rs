@@ -1,56 +1,87 @@
 //! `splitbrain list`: targets, workloads, models, checkers and nemeses.
 
+use splitbrain_checkers::table::Table;
+
+/// One section: its title line, then its rows as two aligned columns, indented.
+fn section(out: &mut String, title: &str, rows: impl IntoIterator<Item = (String, String)>) {
+    let mut t = Table::headless().indented(2);
+    for (name, desc) in rows {
+        t.row([name, desc]);
+    }
+    out.push_str(title);
+    out.push('\n');
+    out.push_str(&t.plain());
+}
+
 pub(crate) fn list_text() -> String {
-    let mut out = String::from("targets:\n");
+    let mut out = String::new();
+    // A target's read modes, workloads and bugs stand under it, two spaces further in.
+    let mut targets = Vec::new();
     for t in splitbrain::systems::all() {
-        out.push_str(&format!("  {:<24} {}\n", t.name(), t.description()));
+        targets.push((t.name().to_string(), t.description().to_string()));
         if !t.read_modes().is_empty() {
-            out.push_str(&format!("    read modes: {}\n", t.read_modes().join(", ")));
+            targets.push(("  read modes:".into(), t.read_modes().join(", ")));
         }
-        out.push_str(&format!("    workloads: {}\n", t.workloads().join(", ")));
+        targets.push(("  workloads:".into(), t.workloads().join(", ")));
         for b in t.bugs() {
-            out.push_str(&format!("    bug {:<22} {}\n", b.name, b.description));
+            targets.push((format!("  bug {}", b.name), b.description.to_string()));
         }
     }
     // `exec` is not in `target::all()`: it is whatever server its spec file describes.
-    out.push_str(&format!(
-        "  {:<24} {}\n",
-        "exec",
+    targets.push((
+        "exec".into(),
         "any server following docs/http-contract.md: --target exec --target-spec FILE.toml \
          (command template, workloads, read modes, bugs; e.g. targets/kv/exec.toml, \
          targets/txn/exec.toml, examples/http-contract/python/register.toml)"
+            .into(),
     ));
     // Nor is `maelstrom`: its nodes speak stdin/stdout through a network the harness simulates.
-    out.push_str(&format!(
-        "  {:<24} {}\n",
-        "maelstrom",
+    targets.push((
+        "maelstrom".into(),
         "any program speaking Maelstrom's protocol (JSON lines on stdin/stdout): --target \
          maelstrom --bin PATH [--bin-arg ARG].. [--latency MS --latency-dist D --topology T]; \
          services lin-kv, seq-kv, lww-kv, lin-tso; e.g. examples/maelstrom/"
+            .into(),
     ));
     let names: Vec<&str> = splitbrain::maelstrom::workloads::WORKLOADS
         .iter()
         .map(|(n, _)| *n)
         .collect();
-    out.push_str(&format!("    workloads: {}\n", names.join(", ")));
-    out.push_str("workloads:\n");
-    for w in splitbrain::workload::registry::all() {
-        out.push_str(&format!("  {:<24} {}\n", w.name(), w.description()));
-    }
-    out.push_str("linearizability models (--model):\n");
-    for (name, desc) in splitbrain_checkers::linearizability::models() {
-        out.push_str(&format!("  {name:<24} {desc}\n"));
-    }
-    out.push_str("consistency models (--consistency-model):\n");
-    for (name, desc) in splitbrain_checkers::elle::consistency_models() {
-        out.push_str(&format!("  {name:<24} {desc}\n"));
-    }
-    out.push_str("checkers (check --checker NAME):\n");
-    for (name, desc) in splitbrain_checkers::jepsen::CHECKERS {
-        out.push_str(&format!("  {name:<24} {desc}\n"));
-    }
-    out.push_str("nemeses (--nemesis, comma separated):\n");
-    for (name, desc) in [
+    targets.push(("  workloads:".into(), names.join(", ")));
+    section(&mut out, "targets:", targets);
+    let pair = |(n, d): (&str, &str)| (n.to_string(), d.to_string());
+    section(
+        &mut out,
+        "workloads:",
+        splitbrain::workload::registry::all()
+            .iter()
+            .map(|w| (w.name().to_string(), w.description().to_string())),
+    );
+    section(
+        &mut out,
+        "linearizability models (--model):",
+        splitbrain_checkers::linearizability::models()
+            .iter()
+            .copied()
+            .map(pair),
+    );
+    section(
+        &mut out,
+        "consistency models (--consistency-model):",
+        splitbrain_checkers::elle::consistency_models()
+            .iter()
+            .copied()
+            .map(pair),
+    );
+    section(
+        &mut out,
+        "checkers (check --checker NAME):",
+        splitbrain_checkers::jepsen::CHECKERS
+            .iter()
+            .copied()
+            .map(pair),
+    );
+    let nemeses = [
         ("partition", "network partitions through the proxy mesh (halves, isolate one, isolate the leader, majorities ring, bridge, one-way)"),
         ("partition-leader", "cut the current leader off from every other node (the isolate-leader shape every time)"),
         ("leader-churn", "cut the leader off; each time another node takes over, cut that one off instead (three hand-overs per fault)"),
@@ -64,8 +95,11 @@ pub(crate) fn list_text() -> String {
         ("slow-client", "delay (with jitter) a node's answers to its clients, through a proxy in front of its client port"),
         ("strobe-pause", "SIGSTOP a node for a moment at the start of every period (e.g. 30 ms every 300 ms), like GC pauses"),
         ("none", "no faults"),
-    ] {
-        out.push_str(&format!("  {name:<24} {desc}\n"));
-    }
+    ];
+    section(
+        &mut out,
+        "nemeses (--nemesis, comma separated):",
+        nemeses.into_iter().map(pair),
+    );
     out
 }

@@ -1,15 +1,13 @@
 //! The detection table, for the terminal and as Markdown (one builder, two styles).
 
 use super::report::{CellReport, SuiteReport};
-use tabled::builder::Builder;
-use tabled::settings::Style;
+use splitbrain_checkers::table::Table;
 
 /// Longest `found` text in the terminal table (Markdown keeps it whole).
 const TERMINAL_FOUND_CHARS: usize = 60;
 
-fn rows(report: &SuiteReport, markdown: bool) -> Builder {
+fn rows(report: &SuiteReport, markdown: bool) -> Table {
     let seeds = report.seeds();
-    let mut b = Builder::default();
     let mut header = vec!["result".to_string(), "cell".to_string()];
     if markdown {
         header.push("flags".to_string());
@@ -26,7 +24,7 @@ fn rows(report: &SuiteReport, markdown: bool) -> Builder {
         ]
         .map(String::from),
     );
-    b.push_record(header);
+    let mut b = Table::new(header);
     for c in &report.cells {
         let mut row = vec![
             if c.passed { "ok" } else { "FAIL" }.to_string(),
@@ -79,10 +77,7 @@ fn rows(report: &SuiteReport, markdown: bool) -> Builder {
         } else {
             found
         });
-        if markdown {
-            row = row.into_iter().map(|s| s.replace('|', "\\|")).collect();
-        }
-        b.push_record(row);
+        b.row(row);
     }
     b
 }
@@ -110,9 +105,7 @@ fn failures(report: &SuiteReport) -> Vec<String> {
 
 /// The detection table for a terminal, failing cells first, then why each failed.
 pub fn terminal_table(report: &SuiteReport) -> String {
-    let mut t = rows(report, false).build();
-    t.with(Style::rounded());
-    let mut out = t.to_string();
+    let mut out = rows(report, false).boxed();
     for line in failures(report) {
         out.push('\n');
         out.push_str(&line);
@@ -131,8 +124,7 @@ pub fn terminal_table(report: &SuiteReport) -> String {
 /// The detection table as Markdown (with each cell's flags), for files and CI step
 /// summaries.
 pub fn markdown(report: &SuiteReport) -> String {
-    let mut t = rows(report, true).build();
-    t.with(Style::markdown());
+    let t = rows(report, true);
     let mut out = format!(
         "## splitbrain suite `{}`: {}\n\n",
         report.suite,
@@ -140,8 +132,7 @@ pub fn markdown(report: &SuiteReport) -> String {
     );
     out.push_str(&report.headline());
     out.push_str("\n\n");
-    out.push_str(&t.to_string());
-    out.push('\n');
+    out.push_str(&t.markdown());
     let fails = failures(report);
     if !fails.is_empty() {
         out.push('\n');

@@ -339,6 +339,33 @@ pub fn latencies_inside_and_before(
     (inside, before)
 }
 
+/// Asserts that a run ended 0 with its `checker` valid (`results` is its results.json).
+pub fn assert_exit_0_and_valid(code: Option<i32>, results: &Value, checker: &str) {
+    assert_eq!(code, Some(0), "{results:#}");
+    assert_eq!(
+        self::checker(results, checker)["valid"],
+        true,
+        "{results:#}"
+    );
+}
+
+/// Asserts that the ok writes invoked while the history's `slow` fault was on took a
+/// round trip through the slowed link: a median of at least `floor_ms` (the added delay
+/// is a floor, the proxy never delivers early) and more than twice the median of the
+/// writes before it (a wide margin, whatever the machine's load). `label` names the
+/// writes in the printed figures and the messages.
+pub fn assert_slowed_writes(ops: &[Value], label: &str, floor_ms: f64) {
+    let (slow_ms, before_ms) = median_write_ms_inside_and_before(ops, "slow", label);
+    assert!(
+        slow_ms >= floor_ms,
+        "{label}: median slowed write {slow_ms:.1} ms, under {floor_ms} ms"
+    );
+    assert!(
+        slow_ms > 2.0 * before_ms,
+        "{label}: median slowed write {slow_ms:.1} ms vs {before_ms:.1} ms before"
+    );
+}
+
 /// The median latency (ms) of the ok writes invoked while fault `fault` was on (between
 /// the history's `start-<fault>` and `stop-<fault>`) and of those invoked before it,
 /// printed with their counts under `label`; panics with fewer than 10 writes in either.

@@ -27,8 +27,10 @@ pub struct StepRecord {
     pub rank: u64,
     /// Members of the group that ran the step (its size is `world`).
     pub world: u64,
-    /// The ranks of that group.
-    #[serde(default)]
+    /// The ranks of that group. Left out of the JSON when empty: a restarted rank that
+    /// serves a step from its checkpoint before it has rejoined a group names no group
+    /// (the checkers read an old record's `[]` the same way).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<u64>,
     /// Step (from 1).
     pub step: u64,
@@ -254,6 +256,20 @@ mod tests {
             offset: 0,
             samples: vec![step],
         }
+    }
+
+    #[test]
+    fn a_record_without_a_group_leaves_members_out_and_reads_back_the_same() {
+        let named = serde_json::to_value(record(3)).unwrap();
+        assert_eq!(named["members"], serde_json::json!([0]));
+        let groupless = StepRecord {
+            members: Vec::new(),
+            world: 0,
+            ..record(4)
+        };
+        let v = serde_json::to_value(&groupless).unwrap();
+        assert!(v.get("members").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<StepRecord>(v).unwrap(), groupless);
     }
 
     #[test]
