@@ -50,18 +50,21 @@ impl History {
     pub fn op_micro_op_names_borrowed(&self, pos: usize) -> Vec<Cow<'_, str>> {
         let mut names = match self.value_ref(pos) {
             Some(ValueRef::Json(v)) => names_of_value(v),
-            Some(ValueRef::Text(t)) => {
-                let mut de = serde_json::Deserializer::from_str(t);
-                match de.deserialize_any(TxnNames) {
-                    Ok(names) => names,
-                    // Every line was validated when read, so this is not reached; the
-                    // parsed value gives the same answer if it ever is.
-                    Err(_) => names_of_value(&serde_json::from_str(t).unwrap_or(Value::Null))
-                        .into_iter()
-                        .map(|n| Cow::Owned(n.into_owned()))
-                        .collect(),
+            Some(ValueRef::Text(t)) => match scan_names(t) {
+                Some(names) => names,
+                None => {
+                    let mut de = serde_json::Deserializer::from_str(t);
+                    match de.deserialize_any(TxnNames) {
+                        Ok(names) => names,
+                        // Every line was validated when read, so this is not reached; the
+                        // parsed value gives the same answer if it ever is.
+                        Err(_) => names_of_value(&serde_json::from_str(t).unwrap_or(Value::Null))
+                            .into_iter()
+                            .map(|n| Cow::Owned(n.into_owned()))
+                            .collect(),
+                    }
                 }
-            }
+            },
             None => Vec::new(),
         };
         names.sort();
@@ -86,6 +89,99 @@ impl History {
         self.op_micro_op_names_borrowed(pos)
             .iter()
             .any(|m| m == name)
+    }
+}
+
+/// The micro-op names of a value's JSON text by a scan of its bytes that builds nothing
+/// (a read's list of thousands of elements is skipped, not parsed); `None` where the
+/// text has an escape or anything the scan does not expect, for the parser to answer.
+/// The text was validated as JSON when the history was read.
+fn scan_names(t: &str) -> Option<Vec<Cow<'_, str>>> {
+    let b = t.as_bytes();
+    let mut i = skip_ws(b, 0);
+    let mut names = Vec::new();
+    if b.get(i) != Some(&b'[') {
+        // Not an array: no micro-ops (a scalar, an object, nothing).
+        return Some(names);
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return Some(names);
+    }
+    loop {
+        if b.get(i) == Some(&b'[') {
+            let j = skip_ws(b, i + 1);
+            if b.get(j) == Some(&b'"') {
+                let end = j + 1 + b[j + 1..].iter().position(|&c| c == b'"')?;
+                let name = &t[j + 1..end];
+                if name.contains('\\') {
+                    return None;
+                }
+                names.push(Cow::Borrowed(name));
+            }
+        }
+        i = skip_value(b, i)?;
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b']' => return Some(names),
+            _ => return None,
+        }
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// The index just past the JSON value starting at `i`; `None` for text it cannot skip.
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'[' | b'{' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match *b.get(j)? {
+                    b'[' | b'{' => depth += 1,
+                    b']' | b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    b'"' => {
+                        j = skip_string(b, j)?;
+                        continue;
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            // A number or a literal: up to the next delimiter.
+            let n = b[i..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(b.len() - i);
+            Some(i + n)
+        }
+    }
+}
+
+/// The index just past the string whose opening quote is at `i` (escapes skipped).
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        match *b.get(j)? {
+            b'"' => return Some(j + 1),
+            b'\\' => j += 2,
+            _ => j += 1,
+        }
     }
 }
 
@@ -201,6 +297,51 @@ fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn json_text() -> impl Strategy<Value = String> {
+        let scalar = prop_oneof![
+            Just("null".to_string()),
+            any::<i32>().prop_map(|i| i.to_string()),
+            Just("-1.5e3".to_string()),
+            Just("true".to_string()),
+            "[a-z\\\\\"\\[\\]{},]{0,4}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+        ];
+        scalar.prop_recursive(3, 24, 5, |inner| {
+            prop_oneof![
+                (prop::collection::vec(inner.clone(), 0..5), 0usize..3).prop_map(|(v, ws)| {
+                    let pad = [" ", "", "\n "][ws];
+                    format!("[{pad}{}{pad}]", v.join(&format!("{pad},{pad}")))
+                }),
+                prop::collection::vec(inner, 0..3).prop_map(|v| {
+                    let entries: Vec<String> = v
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| format!("\"k{i}\":{x}"))
+                        .collect();
+                    format!("{{{}}}", entries.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        /// The byte scan names what the parsed value names, or leaves the text to the
+        /// parser; it never names differently.
+        #[test]
+        fn the_scan_names_what_the_parsed_value_names(text in json_text()) {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let mut expected: Vec<String> =
+                names_of_value(&value).into_iter().map(Cow::into_owned).collect();
+            if let Some(scanned) = scan_names(&text) {
+                let mut scanned: Vec<String> = scanned.into_iter().map(Cow::into_owned).collect();
+                scanned.sort();
+                expected.sort();
+                prop_assert_eq!(scanned, expected, "{}", text);
+            }
+        }
+    }
     use crate::history::read::read_str;
     use std::path::Path;
 
@@ -212,6 +353,7 @@ mod tests {
             r#"[["r", 1, [1, 2, "]"]], ["append", 1, 3], ["append", 2, 4]]"#,
             r#"[["w", "k", {"a": [1, "[\"x\"]"]}], [3, "r"], [], "r", null, {"r": 1}]"#,
             r#"[[["nested"], 1], [null, 2], ["r\"q", 1, null], [true]]"#,
+            r#" [ [ "w" , 2 , "a\\\"]" ] , ["r",-1.5e3,{"]":"["}] , [ ] ] "#,
             r#"{"r": [["append"]]}"#,
             r#""append""#,
             "17",
@@ -266,7 +408,7 @@ mod tests {
             }
         }
         // The cases must exercise names, not only empty answers.
-        assert_eq!(seen_names, 8);
+        assert_eq!(seen_names, 12);
         assert_eq!(from_text[0], vec!["append", "r"]);
         assert_eq!(from_text[4], vec!["r\"q"]);
     }
