@@ -568,6 +568,21 @@ fn slow_links_on_three_hosts_go_through_the_host_proxies_and_show_in_latency() {
         total["mean_delay_ms"].as_f64().unwrap() >= 100.0,
         "a delayed chunk left a proxy before its delay: {links:#}"
     );
+    // Per fault window: the slow fault is one fault (every link at +100 ms), measured at
+    // no less than that on every link that carried a chunk in it; nothing lost anywhere.
+    let faults = links["faults"].as_array().expect("per-fault figures");
+    assert_eq!(faults.len(), 1, "{links:#}");
+    assert_eq!(faults[0]["asked"]["delay_ms"], 100.0, "{links:#}");
+    assert!(faults[0]["measured"]["delayed_chunks"].as_u64().unwrap() > 0);
+    assert!(faults[0]["measured"]["mean_delay_ms"].as_f64().unwrap() >= 100.0);
+    for w in links["windows"].as_array().expect("windows") {
+        let m = &w["measured"];
+        assert_eq!(m["dropped"], 0, "{w}");
+        if w["asked"]["delay_ms"] == 100.0 && m["delayed_chunks"].as_u64().unwrap() > 0 {
+            assert!(m["mean_delay_ms"].as_f64().unwrap() >= 100.0, "{w}");
+        }
+    }
+    assert_eq!(links["outside"]["dropped"], 0, "{links:#}");
     // Writes invoked from 1 s after the slow links were set until they were lifted.
     let from = start["time"].as_u64().unwrap() + 1_000_000_000;
     let until = stop["time"].as_u64().unwrap();

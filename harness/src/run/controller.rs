@@ -152,6 +152,12 @@ pub(crate) async fn run_local_test(
     )
     .await;
     cluster.teardown();
+    // What the mesh's links measured, over the run and per fault window.
+    let links = mesh.as_deref().map(|m| {
+        let measured = crate::remote::proxies::summarize_mesh(m, recorder.now_ns() as f64 / 1e9);
+        crate::remote::proxies::record_links(&run_dir.path, &measured);
+        measured
+    });
     crate::run::mesh::stop_mesh(mesh.as_deref()).await;
     stop_routed(routed.as_deref()).await;
     // The namespaces go once no node process holds them (teardown reaped them).
@@ -163,7 +169,7 @@ pub(crate) async fn run_local_test(
     let online = online.map(OnlineMonitor::finish);
     let searched = fault_search(&nemesis, spec, &run_dir);
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched, None,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched, links,
     )
     .await
 }
