@@ -394,6 +394,21 @@ async fn retransmit_loss_delivers_a_binary_stream_whole_and_late() {
     assert!(got == sent, "the stream arrived altered");
     // the proxy never hands a held piece over before its timeout: a floor, not a timing
     assert!(elapsed >= RTO_MIN, "{elapsed:?}");
+    // The loss is counted as stalls, not drops, in the window that asked for it; each
+    // stalled piece waited at least one retransmission timeout.
+    let s = &mesh.host_stats()[0][0].forward;
+    let w = s
+        .windows
+        .iter()
+        .find(|w| w.asked.loss > 0.0)
+        .expect("the loss window");
+    assert_eq!(w.lines_dropped, 0, "{w:?}");
+    assert!(w.stalled_chunks > 0, "{w:?}");
+    assert!(
+        w.stalled_held_us >= w.stalled_chunks * RTO_MIN.as_micros() as u64,
+        "{w:?}"
+    );
+    assert_eq!(s.stalled_chunks, w.stalled_chunks);
     mesh.shutdown().await;
 }
 

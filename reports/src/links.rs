@@ -26,6 +26,13 @@ pub struct LinkMeasure {
     pub mean_delay_ms: Option<f64>,
     /// The longest time any chunk spent in the proxy, ms.
     pub max_held_ms: f64,
+    /// Chunks of a binary stream held back for a retransmission (its loss: the stream
+    /// stalls instead of losing bytes).
+    #[serde(default)]
+    pub stalled_chunks: u64,
+    /// Their mean time in the proxy, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_stall_ms: Option<f64>,
 }
 
 /// What every host's link proxy measured in one run.
@@ -137,9 +144,15 @@ impl LinkFault {
         }
         if a.loss > 0.0 {
             what.push(format!("loss {:.0} %", a.loss * 100.0));
-            got.push(match m.measured_loss {
-                Some(l) => format!("dropped {:.1} % of {}", l * 100.0, m.messages),
-                None => "no message passed".to_string(),
+            got.push(match (m.measured_loss, m.mean_stall_ms) {
+                // a binary stream: nothing dropped, pieces held for retransmissions
+                (_, Some(ms)) => format!(
+                    "{} chunks stalled for a retransmission, {ms:.0} ms mean; {} of {} \
+                     messages dropped",
+                    m.stalled_chunks, m.dropped, m.messages
+                ),
+                (Some(l), None) => format!("dropped {:.1} % of {}", l * 100.0, m.messages),
+                (None, None) => "no message passed".to_string(),
             });
         }
         let links = if self.links.len() > 4 {

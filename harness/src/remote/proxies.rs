@@ -14,7 +14,7 @@
 
 use super::session::{quote, HostSession};
 use super::RemoteError;
-use splitbrain_nemesis::proxy::host::{HostReply, HostRequest, LinkStats, WireFlow};
+use splitbrain_nemesis::proxy::host::{DirStats, HostReply, HostRequest, LinkStats, WireFlow};
 use splitbrain_nemesis::proxy::windows::WindowStats;
 use splitbrain_nemesis::proxy::ProxyMesh;
 use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
@@ -327,8 +327,7 @@ pub fn summarize(
     per_host: &[(String, Option<Vec<LinkStats>>)],
     origins_s: &[f64],
 ) -> LinkMeasures {
-    // (from, to) -> [lines, dropped, delayed chunks, held us, max us]
-    let mut flows = vec![[0u64; 5]; n * n];
+    let mut flows = vec![[0u64; COUNTS]; n * n];
     for (i, (_, stats)) in per_host.iter().enumerate() {
         let Some(stats) = stats else { continue };
         for (k, link) in stats.iter().enumerate() {
@@ -338,12 +337,7 @@ pub fn summarize(
             }
             let j = if k < i { k } else { k + 1 };
             for (from, to, d) in [(i, j, &link.forward), (j, i, &link.backward)] {
-                let f = &mut flows[from * n + to];
-                f[0] += d.lines;
-                f[1] += d.lines_dropped;
-                f[2] += d.delayed_chunks;
-                f[3] += d.delayed_held_us;
-                f[4] = f[4].max(d.max_held_us);
+                add_counts(&mut flows[from * n + to], dir_counts(d));
             }
         }
     }
@@ -351,24 +345,12 @@ pub fn summarize(
     let mut answers = vec![None; n];
     for (i, (_, stats)) in per_host.iter().enumerate() {
         if let Some(client) = stats.as_ref().and_then(|s| s.get(n.saturating_sub(1))) {
-            let d = &client.backward;
-            answers[i] = Some([
-                d.lines,
-                d.lines_dropped,
-                d.delayed_chunks,
-                d.delayed_held_us,
-                d.max_held_us,
-            ]);
+            answers[i] = Some(dir_counts(&client.backward));
         }
     }
     let mut links = Vec::new();
-    let mut total = [0u64; 5];
-    let mut add = |f: [u64; 5]| {
-        for k in 0..4 {
-            total[k] += f[k];
-        }
-        total[4] = total[4].max(f[4]);
-    };
+    let mut total = [0u64; COUNTS];
+    let mut add = |f: Counts| add_counts(&mut total, f);
     for (i, f) in answers.iter().enumerate() {
         if let Some(f) = *f {
             add(f);
@@ -391,6 +373,7 @@ pub fn summarize(
     }
     let windows = flow_windows(n, per_host, origins_s);
     let (faults, outside) = per_fault(&windows);
+    let windows = windows.into_iter().map(|(w, _)| w).collect();
     LinkMeasures {
         links,
         total: measure("*", "*", total),
@@ -432,23 +415,47 @@ pub fn record_links(run_dir: &Path, measured: &LinkMeasures) {
     }
 }
 
-/// A window's counters, as [`measure`] takes them.
-fn window_counts(w: &WindowStats) -> [u64; 5] {
+/// Counters as [`measure`] takes them: messages, dropped, delayed chunks, their held
+/// microseconds, the longest hold (microseconds), chunks stalled by a retransmission, their
+/// held microseconds.
+type Counts = [u64; COUNTS];
+const COUNTS: usize = 7;
+/// The one counter of [`Counts`] that is a maximum, not a sum.
+const MAX_HELD: usize = 4;
+
+fn dir_counts(d: &DirStats) -> Counts {
+    [
+        d.lines,
+        d.lines_dropped,
+        d.delayed_chunks,
+        d.delayed_held_us,
+        d.max_held_us,
+        d.stalled_chunks,
+        d.stalled_held_us,
+    ]
+}
+
+fn window_counts(w: &WindowStats) -> Counts {
     [
         w.lines,
         w.lines_dropped,
         w.delayed_chunks,
         w.delayed_held_us,
         w.max_held_us,
+        w.stalled_chunks,
+        w.stalled_held_us,
     ]
 }
 
 /// Adds `b`'s counters into `a` (the maximum for the longest hold).
-fn add_counts(a: &mut [u64; 5], b: [u64; 5]) {
-    for k in 0..4 {
-        a[k] += b[k];
+fn add_counts(a: &mut Counts, b: Counts) {
+    for k in 0..COUNTS {
+        a[k] = if k == MAX_HELD {
+            a[k].max(b[k])
+        } else {
+            a[k] + b[k]
+        };
     }
-    a[4] = a[4].max(b[4]);
 }
 
 fn asked_of(w: &WindowStats) -> AskedLink {
@@ -468,16 +475,16 @@ fn flow_windows(
     n: usize,
     per_host: &[(String, Option<Vec<LinkStats>>)],
     origins_s: &[f64],
-) -> Vec<LinkWindow> {
+) -> Vec<(LinkWindow, Counts)> {
     // (from, to, seq) -> (asked, start s, end s, counters); `to == n` is the clients
     type Key = (usize, usize, Option<u64>);
-    let mut acc: BTreeMap<Key, (AskedLink, f64, Option<f64>, [u64; 5])> = BTreeMap::new();
+    let mut acc: BTreeMap<Key, (AskedLink, f64, Option<f64>, Counts)> = BTreeMap::new();
     let mut add = |key: Key, w: &WindowStats, origin: f64| {
         let start = origin + w.start_us as f64 / 1e6;
         let end = w.end_us.map(|e| origin + e as f64 / 1e6);
         let e = acc
             .entry(key)
-            .or_insert_with(|| (asked_of(w), start, end, [0; 5]));
+            .or_insert_with(|| (asked_of(w), start, end, [0; COUNTS]));
         e.1 = e.1.min(start);
         e.2 = match (e.2, end) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -505,7 +512,7 @@ fn flow_windows(
             }
         }
     }
-    let mut out: Vec<LinkWindow> = acc
+    let mut out: Vec<(LinkWindow, Counts)> = acc
         .into_iter()
         .map(|((from, to, seq), (asked, start_s, end_s, f))| {
             let to = if to == n {
@@ -513,34 +520,28 @@ fn flow_windows(
             } else {
                 format!("n{}", to + 1)
             };
-            LinkWindow {
+            let w = LinkWindow {
                 seq,
                 start_s,
                 end_s,
                 asked,
                 measured: measure(&format!("n{}", from + 1), &to, f),
-            }
+            };
+            (w, f)
         })
         .collect();
-    out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    out.sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
     out
 }
 
 /// The windows grouped per fault: those one change (`seq`) opened with the same asked
 /// faults, summed; and the sum over the windows with nothing asked.
-fn per_fault(windows: &[LinkWindow]) -> (Vec<LinkFault>, Option<LinkMeasure>) {
-    let mut faults: Vec<(LinkFault, [u64; 5])> = Vec::new();
-    let mut outside = [0u64; 5];
+fn per_fault(windows: &[(LinkWindow, Counts)]) -> (Vec<LinkFault>, Option<LinkMeasure>) {
+    let mut faults: Vec<(LinkFault, Counts)> = Vec::new();
+    let mut outside = [0u64; COUNTS];
     let mut any_outside = false;
-    for w in windows {
-        let m = &w.measured;
-        let f = [
-            m.messages,
-            m.dropped,
-            m.delayed_chunks,
-            (m.mean_delay_ms.unwrap_or(0.0) * 1000.0 * m.delayed_chunks as f64).round() as u64,
-            (m.max_held_ms * 1000.0).round() as u64,
-        ];
+    for (w, f) in windows {
+        let (m, f) = (&w.measured, *f);
         if !w.asked.is_fault() {
             any_outside = true;
             add_counts(&mut outside, f);
@@ -583,7 +584,7 @@ fn per_fault(windows: &[LinkWindow]) -> (Vec<LinkFault>, Option<LinkMeasure>) {
     (faults, any_outside.then(|| measure("*", "*", outside)))
 }
 
-fn measure(from: &str, to: &str, f: [u64; 5]) -> LinkMeasure {
+fn measure(from: &str, to: &str, f: Counts) -> LinkMeasure {
     LinkMeasure {
         from: from.to_string(),
         to: to.to_string(),
@@ -593,13 +594,14 @@ fn measure(from: &str, to: &str, f: [u64; 5]) -> LinkMeasure {
         delayed_chunks: f[2],
         mean_delay_ms: (f[2] > 0).then(|| f[3] as f64 / f[2] as f64 / 1000.0),
         max_held_ms: f[4] as f64 / 1000.0,
+        stalled_chunks: f[5],
+        mean_stall_ms: (f[5] > 0).then(|| f[6] as f64 / f[5] as f64 / 1000.0),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splitbrain_nemesis::proxy::host::DirStats;
 
     fn dir(lines: u64, dropped: u64, chunks: u64, held_us: u64) -> DirStats {
         DirStats {
@@ -609,7 +611,7 @@ mod tests {
             delayed_chunks: chunks,
             delayed_held_us: held_us,
             max_held_us: held_us / chunks.max(1),
-            windows: Vec::new(),
+            ..DirStats::default()
         }
     }
 

@@ -381,7 +381,7 @@ async fn read_side(
         let due = (Instant::now() + sample_delay(&faults, &mut rng) + held).max(last_due);
         last_due = due;
         tokio::select! {
-            r = tx.send(Chunk { due, data, read_at, delayed, epoch }) => if r.is_err() { return (Outcome::Done, src) },
+            r = tx.send(Chunk { due, data, read_at, delayed, stalled: !held.is_zero(), epoch }) => if r.is_err() { return (Outcome::Done, src) },
             _ = stop.wait() => return (Outcome::Stopped, src),
         }
     }
@@ -402,6 +402,7 @@ async fn write_side(
             data,
             read_at,
             delayed,
+            stalled,
             epoch,
         } = tokio::select! {
             m = rx.recv() => match m {
@@ -444,10 +445,10 @@ async fn write_side(
             }
         }
         let held = read_at.elapsed();
-        counters.record_written(held, delayed);
+        counters.record_written(held, delayed, stalled);
         let held_us = held.as_micros().min(u64::MAX as u128) as u64;
         link.window_log(dir.index())
-            .count_written(epoch, held_us, delayed);
+            .count_written(epoch, held_us, delayed, stalled);
     }
 }
 
@@ -460,6 +461,8 @@ struct Chunk {
     read_at: Instant,
     /// Whether the link had a delay when it was read.
     delayed: bool,
+    /// Whether it was held back for a retransmission ([`LossMode::Retransmit`]).
+    stalled: bool,
     /// The fault window it was read in.
     epoch: usize,
 }
@@ -470,12 +473,16 @@ fn count_lines(data: &[u8]) -> u64 {
 
 impl DirCounters {
     /// Counts a chunk written on after `held` in the proxy.
-    fn record_written(&self, held: Duration, delayed: bool) {
+    fn record_written(&self, held: Duration, delayed: bool, stalled: bool) {
         let us = held.as_micros().min(u64::MAX as u128) as u64;
         self.chunks.fetch_add(1, Ordering::Relaxed);
         if delayed {
             self.delayed_chunks.fetch_add(1, Ordering::Relaxed);
             self.delayed_held_us.fetch_add(us, Ordering::Relaxed);
+        }
+        if stalled {
+            self.stalled_chunks.fetch_add(1, Ordering::Relaxed);
+            self.stalled_held_us.fetch_add(us, Ordering::Relaxed);
         }
         self.max_held_us.fetch_max(us, Ordering::Relaxed);
     }

@@ -90,6 +90,12 @@ pub struct DirStats {
     pub delayed_held_us: u64,
     /// The longest time any chunk spent in the proxy, microseconds.
     pub max_held_us: u64,
+    /// Chunks held back for a retransmission (loss on a binary stream).
+    #[serde(default)]
+    pub stalled_chunks: u64,
+    /// Their total time in the proxy, microseconds.
+    #[serde(default)]
+    pub stalled_held_us: u64,
     /// The same per fault window, oldest first (empty from a proxy that keeps none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowStats>,

@@ -132,6 +132,8 @@ pub(crate) struct DirCounters {
     pub(crate) delayed_chunks: AtomicU64,
     pub(crate) delayed_held_us: AtomicU64,
     pub(crate) max_held_us: AtomicU64,
+    pub(crate) stalled_chunks: AtomicU64,
+    pub(crate) stalled_held_us: AtomicU64,
 }
 
 impl DirCounters {
@@ -143,6 +145,8 @@ impl DirCounters {
             delayed_chunks: self.delayed_chunks.load(Ordering::Relaxed),
             delayed_held_us: self.delayed_held_us.load(Ordering::Relaxed),
             max_held_us: self.max_held_us.load(Ordering::Relaxed),
+            stalled_chunks: self.stalled_chunks.load(Ordering::Relaxed),
+            stalled_held_us: self.stalled_held_us.load(Ordering::Relaxed),
             windows: Vec::new(),
         }
     }

@@ -38,6 +38,12 @@ pub struct WindowStats {
     pub delayed_held_us: u64,
     /// The longest time a chunk read in it spent in the proxy, microseconds.
     pub max_held_us: u64,
+    /// Chunks held back for a retransmission (loss on a binary stream).
+    #[serde(default)]
+    pub stalled_chunks: u64,
+    /// Their total time in the proxy, microseconds.
+    #[serde(default)]
+    pub stalled_held_us: u64,
 }
 
 /// The windows of one direction of a link, oldest first; the last one is open.
@@ -88,13 +94,24 @@ impl WindowLog {
     }
 
     /// Counts a chunk read in window `epoch` and written on after `held_us`; `delayed`
-    /// when the link had a delay as it was read.
-    pub(crate) fn count_written(&mut self, epoch: usize, held_us: u64, delayed: bool) {
+    /// when the link had a delay as it was read, `stalled` when it was held back for a
+    /// retransmission.
+    pub(crate) fn count_written(
+        &mut self,
+        epoch: usize,
+        held_us: u64,
+        delayed: bool,
+        stalled: bool,
+    ) {
         if let Some(w) = self.at(epoch) {
             w.chunks += 1;
             if delayed {
                 w.delayed_chunks += 1;
                 w.delayed_held_us += held_us;
+            }
+            if stalled {
+                w.stalled_chunks += 1;
+                w.stalled_held_us += held_us;
             }
             w.max_held_us = w.max_held_us.max(held_us);
         }
@@ -123,22 +140,23 @@ mod tests {
         let mut log = WindowLog::new();
         // 0-1 s: no fault; 3 messages, 2 chunks of 0.2 ms.
         log.count_read(0, 3, 0);
-        log.count_written(0, 200, false);
-        log.count_written(0, 200, false);
+        log.count_written(0, 200, false, false);
+        log.count_written(0, 200, false, false);
         // at 1 s: +80 ms (set 4)
         let e1 = log.open(Some(4), &slow(80), 1_000_000);
         assert_eq!(e1, 1);
         log.count_read(e1, 2, 0);
-        log.count_written(e1, 81_000, true);
+        log.count_written(e1, 81_000, true, false);
         // at 2 s: 30 % loss (set 5); a chunk read under the delay is written after it
         let lossy = FlowFaults {
             loss: 0.3,
             ..FlowFaults::default()
         };
         let e2 = log.open(Some(5), &lossy, 2_000_000);
-        log.count_written(e1, 83_000, true);
+        log.count_written(e1, 83_000, true, false);
         log.count_read(e2, 10, 3);
-        log.count_written(e2, 300, false);
+        log.count_written(e2, 300, false, false);
+        log.count_written(e2, 200_300, false, true);
         // a stale epoch beyond the log counts nowhere
         log.count_read(99, 1, 1);
         let w = log.snapshot();
@@ -162,6 +180,8 @@ mod tests {
         assert_eq!(w[2].asked.loss, 0.3);
         assert_eq!((w[2].lines, w[2].lines_dropped), (10, 3));
         assert_eq!(w[2].delayed_chunks, 0);
+        assert_eq!((w[2].stalled_chunks, w[2].stalled_held_us), (1, 200_300));
+        assert_eq!((w[2].chunks, w[2].max_held_us), (2, 200_300));
     }
 
     #[test]
