@@ -401,6 +401,28 @@ pub fn summarize_mesh(mesh: &ProxyMesh, now_s: f64) -> LinkMeasures {
     m
 }
 
+/// What the client-link proxies of a local run measured (a run whose peer links go
+/// through namespace rules, so only the client links are the harness's to count): each
+/// node's answers to its clients, for `n` nodes; `now_s` as in [`summarize_mesh`].
+pub fn summarize_client_mesh(clients: &ProxyMesh, n: usize, now_s: f64) -> LinkMeasures {
+    let per_host: Vec<(String, Option<Vec<LinkStats>>)> = clients
+        .client_stats()
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            // no peer links of its own: empty ones in their places, then the client link
+            let mut links = vec![LinkStats::default(); n.saturating_sub(1)];
+            links.push(c);
+            (format!("n{}", i + 1), Some(links))
+        })
+        .collect();
+    let origin = now_s - clients.origin().elapsed().as_secs_f64();
+    let mut m = summarize(n, &per_host, &vec![origin; n]);
+    m.links.retain(|l| l.to == "clients");
+    (m.hosts, m.hosts_reporting) = (0, 0);
+    m
+}
+
 /// Shows what the proxies measured on stderr (the whole run, then per fault) and writes
 /// it to `links.json` in `run_dir`.
 pub fn record_links(run_dir: &Path, measured: &LinkMeasures) {

@@ -355,6 +355,11 @@ impl ProxyMesh {
             .collect()
     }
 
+    /// What each node's client link measured (empty when client links are not proxied).
+    pub fn client_stats(&self) -> Vec<host::LinkStats> {
+        self.client_links.iter().map(|l| l.link_stats()).collect()
+    }
+
     /// Sends every link its per-direction settings derived from the flow faults; `seq`
     /// numbers the change.
     fn push(&self, faults: &NetFaults, seq: u64) {
