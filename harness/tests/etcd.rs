@@ -350,3 +350,49 @@ fn a_leader_whose_messages_are_lost_is_replaced() {
         .count();
     assert!(after > 0, "no write committed after the heal");
 }
+
+/// `slow-client` on etcd: the harness's clients dial a proxy on loopback in front of each
+/// member's client port, and each slowed member's answers are measured there (per fault
+/// window, in links.json and results.json) at no less than the delay asked, less its
+/// jitter; nothing is held outside the faults' windows for a delay.
+#[test]
+fn slow_client_holds_the_members_answers_in_client_proxies_and_measures_it() {
+    if let Some(why) = skip_reason() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    let (code, results, _store) = run_etcd(&[
+        "--nemesis",
+        "slow-client",
+        "--time-limit",
+        "10",
+        "--seed",
+        "41",
+    ]);
+    assert_eq!(code, Some(0), "{results:#}");
+    assert_eq!(results["valid"], true, "{results:#}");
+    let links = &results["links"];
+    let faults = links["faults"].as_array().expect("per-fault figures");
+    let measured: Vec<&Value> = faults
+        .iter()
+        .filter(|f| f["measured"]["delayed_chunks"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    assert!(!measured.is_empty(), "no slowed answer measured: {links:#}");
+    for f in &measured {
+        assert!(
+            f["links"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|l| l.as_str().unwrap().ends_with("->clients")),
+            "{f}"
+        );
+        let least =
+            f["asked"]["delay_ms"].as_f64().unwrap() - f["asked"]["jitter_ms"].as_f64().unwrap();
+        assert!(
+            f["measured"]["mean_delay_ms"].as_f64().unwrap() >= least,
+            "{f}"
+        );
+    }
+    assert_eq!(links["outside"]["delayed_chunks"], 0, "{links:#}");
+}

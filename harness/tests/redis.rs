@@ -227,3 +227,28 @@ fn slow_replica_links_delay_every_acknowledged_write() {
     let log = std::fs::read_to_string(store.path().join("latest/nodes/n2/sentinel.log")).unwrap();
     assert!(!log.contains("+switch-master"), "{log}");
 }
+
+/// `slow-client` on Redis is refused at start, with the reason (the clients derive each
+/// sentinel's address from the node's), before any namespace or server exists.
+#[test]
+fn slow_client_is_refused_at_start_with_the_reason() {
+    if let Some(why) = skip_reason() {
+        support::skip::skip_here(&why);
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let child = spawn(
+        store.path(),
+        &["--nemesis", "slow-client", "--time-limit", "5"],
+    );
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("`slow-client` on redis holds each node's answers in a proxy")
+            && stderr.contains("find each node's sentinel at the node's own address"),
+        "{stderr}"
+    );
+    assert!(support::namespaces_and_links_of(pid).is_empty());
+}

@@ -568,6 +568,21 @@ fn slow_links_on_three_hosts_go_through_the_host_proxies_and_show_in_latency() {
         total["mean_delay_ms"].as_f64().unwrap() >= 100.0,
         "a delayed chunk left a proxy before its delay: {links:#}"
     );
+    // Per fault window: the slow fault is one fault (every link at +100 ms), measured at
+    // no less than that on every link that carried a chunk in it; nothing lost anywhere.
+    let faults = links["faults"].as_array().expect("per-fault figures");
+    assert_eq!(faults.len(), 1, "{links:#}");
+    assert_eq!(faults[0]["asked"]["delay_ms"], 100.0, "{links:#}");
+    assert!(faults[0]["measured"]["delayed_chunks"].as_u64().unwrap() > 0);
+    assert!(faults[0]["measured"]["mean_delay_ms"].as_f64().unwrap() >= 100.0);
+    for w in links["windows"].as_array().expect("windows") {
+        let m = &w["measured"];
+        assert_eq!(m["dropped"], 0, "{w}");
+        if w["asked"]["delay_ms"] == 100.0 && m["delayed_chunks"].as_u64().unwrap() > 0 {
+            assert!(m["mean_delay_ms"].as_f64().unwrap() >= 100.0, "{w}");
+        }
+    }
+    assert_eq!(links["outside"]["dropped"], 0, "{links:#}");
     // Writes invoked from 1 s after the slow links were set until they were lifted.
     let from = start["time"].as_u64().unwrap() + 1_000_000_000;
     let until = stop["time"].as_u64().unwrap();
@@ -599,5 +614,184 @@ fn slow_links_on_three_hosts_go_through_the_host_proxies_and_show_in_latency() {
         "a write inside the slow window took {fastest:.1} ms, under the 100 ms delay: {latencies_ms:?}"
     );
     assert_logs_collected(store.path(), 3);
+    assert_clean(&bed);
+}
+
+/// A fault only the host proxies carry, asked of a target whose members advertise one
+/// fixed address (etcd, Redis), is refused with the reason before any host is reached:
+/// these hosts have nothing listening on their SSH port, and the refusal still comes.
+#[test]
+fn slow_or_loss_for_etcd_or_redis_on_hosts_is_refused_with_the_reason_before_connecting() {
+    let store = tempfile::tempdir().unwrap();
+    let hosts = store.path().join("hosts.toml");
+    std::fs::write(
+        &hosts,
+        "port = 1\n[[host]]\naddress = \"127.0.0.1\"\n[[host]]\naddress = \"127.0.0.2\"\n\
+         [[host]]\naddress = \"127.0.0.3\"\n",
+    )
+    .unwrap();
+    for (target, fault) in [("etcd", "slow"), ("redis", "slow"), ("etcd", "loss")] {
+        let args = ["--target", target, "--nemesis", fault, "--time-limit", "2"];
+        let out = output_bounded(splitbrain(&hosts, store.path(), &args), store.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{target} {fault}: {stderr}");
+        assert!(
+            stderr.contains(&format!("`{fault}` on --hosts goes through a link proxy"))
+                && stderr.contains(&format!(
+                    "{target}'s members each advertise one fixed address"
+                )),
+            "{target} {fault}: {stderr}"
+        );
+        assert!(!stderr.contains("connected to"), "{stderr}");
+    }
+}
+
+/// `splitbrain proxy-host --binary-streams` (what a host runs for a target whose peer
+/// streams are binary): under 30 % loss a stream full of newlines arrives whole and in
+/// order, and the loss is counted as pieces stalled for a retransmission, in the window
+/// of the `set` that asked for it, none dropped. Loopback only; no hosts needed.
+#[test]
+fn a_binary_stream_through_a_host_proxy_stalls_under_loss_and_the_stalls_are_counted() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let sink_addr = sink.local_addr().unwrap();
+    let total = 48 * 1024;
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = sink.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        while got.len() < total {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        got
+    });
+    let mut proxy = Harness(
+        Command::new(env!("CARGO_BIN_EXE_splitbrain"))
+            .args([
+                "proxy-host",
+                "--bind",
+                "127.0.0.1",
+                "--seed",
+                "5",
+                "--binary-streams",
+            ])
+            .arg("--target")
+            .arg(sink_addr.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut to_proxy = proxy.0.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = proxy.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the proxy said nothing for 20 s");
+        serde_json::from_str(&line).unwrap()
+    };
+    let listen = next()["listen"][0].as_str().unwrap().to_string();
+    writeln!(to_proxy, r#"{{"seq":3,"set":[[{{"loss":0.3}},{{}}]]}}"#).unwrap();
+    assert_eq!(next()["applied"], 3);
+    let sent: Vec<u8> = (0..total)
+        .map(|k| {
+            if k % 7 == 0 {
+                b'\n'
+            } else {
+                (k * 31 % 251) as u8
+            }
+        })
+        .collect();
+    let mut c = std::net::TcpStream::connect(&listen).unwrap();
+    for piece in sent.chunks(1024) {
+        c.write_all(piece).unwrap();
+        // one piece per proxy read, so each stands for its own packets
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), sent.len());
+    assert!(got == sent, "the stream arrived altered");
+    writeln!(to_proxy, r#"{{"stats":true}}"#).unwrap();
+    let stats = next();
+    let fwd = &stats["stats"][0]["forward"];
+    assert_eq!(fwd["lines_dropped"], 0, "{stats}");
+    let windows = fwd["windows"].as_array().expect("windows");
+    let lossy = windows
+        .iter()
+        .find(|w| w["seq"] == 3)
+        .unwrap_or_else(|| panic!("no window of set 3: {stats}"));
+    let stalled = lossy["stalled_chunks"].as_u64().unwrap();
+    assert!(stalled > 0, "{stats}");
+    // each stalled piece waited at least one retransmission timeout (200 ms)
+    assert!(
+        lossy["stalled_held_us"].as_u64().unwrap() >= stalled * 200_000,
+        "{stats}"
+    );
+    assert_eq!(windows[0]["stalled_chunks"], 0, "{stats}");
+    drop(to_proxy);
+    let start = Instant::now();
+    while proxy.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the proxy did not end"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `bench tail --hosts` on three namespace hosts, one short run of one cell: the table
+/// comes out with a verdict, and the host proxies measured the slowed client link at no
+/// less than the 50 ms asked.
+#[test]
+fn bench_tail_on_three_hosts_gives_its_table_and_the_measured_client_link() {
+    let Some(bed) = testbed(3, &[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts.toml");
+    bed.write_hosts_file(&hosts, None).unwrap();
+    let html = dir.path().join("tail.html");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_splitbrain"));
+    cmd.args(["bench", "tail", "--hosts"])
+        .arg(&hosts)
+        .args(["--scenarios", "b", "--policies", "hedged", "--runs", "1"])
+        .args(["--cell-seconds", "3", "--capacity", "400", "--html"])
+        .arg(&html);
+    let out = output_bounded(cmd, dir.path());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| (b)") && l.contains("hedged"))
+        .unwrap_or_else(|| panic!("no table row: {text}"));
+    assert!(row.contains("valid") && !row.contains("invalid"), "{row}");
+    assert!(html.is_file());
+    // "slow +50 ms on n3->clients (...): measured 51.2 ms mean over 101 chunks"
+    let line = text
+        .lines()
+        .find(|l| l.contains("slow +50 ms on") && l.contains("->clients"))
+        .unwrap_or_else(|| panic!("no per-fault figure: {text}"));
+    let measured: f64 = line
+        .split("measured ")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no measured delay in {line}"));
+    assert!(measured >= 50.0, "{line}");
     assert_clean(&bed);
 }

@@ -19,6 +19,11 @@
 //! proxy of link j→i sends node j (`saddr host, sport P(j,i)`, in j's namespace; they
 //! carry i's answers to j).
 //!
+//! Client links (`slow-client`: a node's answers to its clients held back) are proxied
+//! the plain way, since the harness's clients are not in the namespaces and can be told
+//! any address: [`NetnsMesh::start_with_clients`] puts one proxy on loopback in front of
+//! each node's client port, and clients dial [`NetnsMesh::client_addr`].
+//!
 //! Everything is undone with the namespaces: the rules live inside them, and
 //! [`NetnsMesh::shutdown`] closes the proxies.
 
@@ -43,6 +48,8 @@ pub struct NetnsMesh {
     ports: Vec<u16>,
     /// One mesh per port, in `ports` order.
     meshes: Vec<ProxyMesh>,
+    /// The client links' proxies (no peer links), when asked for.
+    clients: Option<ProxyMesh>,
     current: Mutex<NetFaults>,
 }
 
@@ -54,6 +61,17 @@ impl NetnsMesh {
     pub async fn start(
         ns: Arc<NetnsCluster>,
         ports: &[u16],
+        seed: u64,
+    ) -> Result<NetnsMesh, NemesisError> {
+        NetnsMesh::start_with_clients(ns, ports, None, seed).await
+    }
+
+    /// Like [`NetnsMesh::start`], and with `client_port`, one proxy on loopback in front
+    /// of each node's client port (`addr(i):client_port`), for client-link faults.
+    pub async fn start_with_clients(
+        ns: Arc<NetnsCluster>,
+        ports: &[u16],
+        client_port: Option<u16>,
         seed: u64,
     ) -> Result<NetnsMesh, NemesisError> {
         let host = ns.host_addr().ok_or_else(|| {
@@ -74,11 +92,21 @@ impl NetnsMesh {
             meshes
                 .push(ProxyMesh::start_on(IpAddr::V4(host), targets, Vec::new(), mesh_seed).await?);
         }
+        let clients = match client_port {
+            Some(port) => {
+                let targets = (0..n)
+                    .map(|j| SocketAddr::from((ns.addr(j), port)))
+                    .collect();
+                Some(ProxyMesh::start_with_clients(Vec::new(), targets, seed ^ 0xc1).await?)
+            }
+            None => None,
+        };
         let routed = NetnsMesh {
             ns,
             host: IpAddr::V4(host),
             ports: ports.to_vec(),
             meshes,
+            clients,
             current: Mutex::new(NetFaults::new()),
         };
         for i in 0..n {
@@ -103,14 +131,28 @@ impl NetnsMesh {
             .map(|k| &self.meshes[k])
     }
 
+    /// Where clients dial node `i`: its client proxy, when client links are proxied.
+    pub fn client_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.clients.as_ref().and_then(|c| c.client_addr(i))
+    }
+
+    /// The client links' proxies, when client links are proxied.
+    pub fn client_mesh(&self) -> Option<&ProxyMesh> {
+        self.clients.as_ref()
+    }
+
     /// Proxied connections open now, over every mesh.
     pub fn open_connections(&self) -> usize {
-        self.meshes.iter().map(ProxyMesh::open_connections).sum()
+        self.meshes
+            .iter()
+            .chain(&self.clients)
+            .map(ProxyMesh::open_connections)
+            .sum()
     }
 
     /// Closes every proxy (the rules go with the namespaces).
     pub async fn shutdown(&self) {
-        for m in &self.meshes {
+        for m in self.meshes.iter().chain(&self.clients) {
             m.shutdown().await;
         }
     }
@@ -206,13 +248,18 @@ impl NetworkFaults for NetnsMesh {
 
     fn apply(&self, faults: &NetFaults) -> Result<(), NemesisError> {
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if faults.faulty_clients().next().is_some() {
+        if faults.faulty_clients().next().is_some() && self.clients.is_none() {
             return Err(NemesisError::Unsupported(
-                "client links of namespaced nodes are not proxied".into(),
+                "client links of namespaced nodes are not proxied in this run".into(),
             ));
+        }
+        if let Some(c) = &self.clients {
+            // its only links are the client links: the flows' faults do not reach it
+            c.apply(faults)?;
         }
         let mut on_mesh = faults.clone();
         on_mesh.clear_loss();
+        on_mesh.clear_clients();
         for m in &self.meshes {
             m.apply(&on_mesh)?;
         }

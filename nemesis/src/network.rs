@@ -116,6 +116,11 @@ impl NetFaults {
     pub fn clear_loss(&mut self) {
         self.flows.values_mut().for_each(|f| f.loss = 0.0);
     }
+
+    /// Removes every client-link fault, keeping the flows'.
+    pub fn clear_clients(&mut self) {
+        self.clients.clear();
+    }
 }
 
 /// A network backend the nemesis can drive: it makes the network match a [`NetFaults`].

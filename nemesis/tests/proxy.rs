@@ -258,6 +258,24 @@ async fn delay_adds_the_requested_latency() {
         jmin >= Duration::from_millis(25) && jmax > jmin,
         "jitter {jmin:?}..{jmax:?}"
     );
+    // Per fault window, on both directions: each delayed chunk held at least its delay
+    // (less the jitter), and nothing held for a delay in a window that asked none.
+    let stats = mesh.host_stats();
+    let link = &stats[0][0];
+    let mut slowed = 0;
+    for w in link.forward.windows.iter().chain(&link.backward.windows) {
+        if w.asked.delay_us == 0 {
+            assert_eq!(w.delayed_chunks, 0, "{w:?}");
+            continue;
+        }
+        let least = w.asked.delay_us.saturating_sub(w.asked.jitter_us);
+        assert!(w.delayed_held_us >= least * w.delayed_chunks, "{w:?}");
+        slowed += w.delayed_chunks;
+    }
+    assert!(
+        slowed >= 80,
+        "{slowed} delayed chunks in the windows: {link:?}"
+    );
     mesh.heal();
     c.round_trip("healed").await;
     mesh.shutdown().await;
@@ -293,6 +311,23 @@ async fn loss_drops_the_requested_fraction_of_whole_messages() {
     assert!(
         (measured - requested).abs() < 0.04,
         "measured loss {measured}"
+    );
+    // The proxy's windows: every loss counted, all of it in the window that asked for it.
+    let windows = &mesh.host_stats()[0][0].forward.windows;
+    let dropped: u64 = windows.iter().map(|w| w.lines_dropped).sum();
+    assert_eq!(dropped, total as u64 - arrived.len() as u64, "{windows:?}");
+    for w in windows {
+        if w.asked.loss == 0.0 {
+            assert_eq!(w.lines_dropped, 0, "a loss outside the loss window: {w:?}");
+        }
+    }
+    let lossy = windows
+        .iter()
+        .find(|w| w.asked.loss > 0.0)
+        .expect("a loss window");
+    assert!(
+        lossy.lines > 0 && lossy.lines_dropped == dropped,
+        "{lossy:?}"
     );
     mesh.shutdown().await;
 }
@@ -359,6 +394,21 @@ async fn retransmit_loss_delivers_a_binary_stream_whole_and_late() {
     assert!(got == sent, "the stream arrived altered");
     // the proxy never hands a held piece over before its timeout: a floor, not a timing
     assert!(elapsed >= RTO_MIN, "{elapsed:?}");
+    // The loss is counted as stalls, not drops, in the window that asked for it; each
+    // stalled piece waited at least one retransmission timeout.
+    let s = &mesh.host_stats()[0][0].forward;
+    let w = s
+        .windows
+        .iter()
+        .find(|w| w.asked.loss > 0.0)
+        .expect("the loss window");
+    assert_eq!(w.lines_dropped, 0, "{w:?}");
+    assert!(w.stalled_chunks > 0, "{w:?}");
+    assert!(
+        w.stalled_held_us >= w.stalled_chunks * RTO_MIN.as_micros() as u64,
+        "{w:?}"
+    );
+    assert_eq!(s.stalled_chunks, w.stalled_chunks);
     mesh.shutdown().await;
 }
 

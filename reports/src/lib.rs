@@ -23,7 +23,7 @@ mod table;
 mod tail;
 
 pub use compare::{compare, ComparedRun, Comparison, RegressionBounds, RunOptions};
-pub use links::{LinkMeasure, LinkMeasures};
+pub use links::{AskedLink, LinkFault, LinkMeasure, LinkMeasures, LinkWindow};
 pub use live::{live_html, LiveStatus};
 pub use net::{NetStats, NodeNetStats, OpTypeNetStats};
 pub use report::{

@@ -64,6 +64,9 @@ pub fn summary_table(s: &RunSummary) -> String {
     }
     if let Some(links) = &s.links {
         rows.push(row("links", links.describe()));
+        for line in links.describe_faults() {
+            rows.push(row("  per fault", line));
+        }
     }
     if let Some(seed) = s.seed {
         rows.push(row("seed", seed.to_string()));

@@ -14,9 +14,12 @@
 
 use super::session::{quote, HostSession};
 use super::RemoteError;
-use splitbrain_nemesis::proxy::host::{HostReply, HostRequest, LinkStats, WireFlow};
+use splitbrain_nemesis::proxy::host::{DirStats, HostReply, HostRequest, LinkStats, WireFlow};
+use splitbrain_nemesis::proxy::windows::WindowStats;
+use splitbrain_nemesis::proxy::ProxyMesh;
 use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
-use splitbrain_reports::{LinkMeasure, LinkMeasures};
+use splitbrain_reports::{AskedLink, LinkFault, LinkMeasure, LinkMeasures, LinkWindow};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +45,8 @@ struct HostProxy {
     /// `None` once released.
     tx: std::sync::Mutex<Option<mpsc::UnboundedSender<Msg>>>,
     done: tokio::sync::Mutex<Option<tokio::task::JoinHandle<Option<Vec<LinkStats>>>>>,
+    /// When it said where it listens (its own start, within a round trip).
+    started: std::time::Instant,
 }
 
 /// The proxies of a remote run, one per host; the run's network backend.
@@ -113,6 +118,15 @@ impl RemoteProxies {
         self.client_links
             .then(|| self.hosts[i].listen.last().copied())
             .flatten()
+    }
+
+    /// Where each host's proxy started on a clock that reads `now_s` now (seconds): the
+    /// origins [`summarize`] places their fault windows with.
+    pub fn origins(&self, now_s: f64) -> Vec<f64> {
+        self.hosts
+            .iter()
+            .map(|h| now_s - h.started.elapsed().as_secs_f64())
+            .collect()
     }
 
     /// Releases every proxy and collects what its links measured, per host (`None`: it
@@ -250,6 +264,7 @@ async fn start_one(host: Arc<HostSession>, script: String) -> Result<HostProxy, 
         Ok(Ok(Ok(listen))) => Ok(HostProxy {
             label,
             listen,
+            started: std::time::Instant::now(),
             tx: std::sync::Mutex::new(Some(tx)),
             done: tokio::sync::Mutex::new(Some(done)),
         }),
@@ -305,10 +320,14 @@ impl NetworkFaults for RemoteProxies {
 /// What the proxies measured, per directed link between nodes (`n1->n2`: node 1's
 /// messages to node 2, whichever side dialled) and, where client links were proxied, per
 /// node's answers to its clients (`n1->clients`), as written to `links.json` and shown in
-/// the run's summary and report.
-pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> LinkMeasures {
-    // (from, to) -> [lines, dropped, delayed chunks, held us, max us]
-    let mut flows = vec![[0u64; 5]; n * n];
+/// the run's summary and report. `origins_s[i]` places host `i`'s proxy start on the
+/// run's clock (seconds), for the times of its fault windows.
+pub fn summarize(
+    n: usize,
+    per_host: &[(String, Option<Vec<LinkStats>>)],
+    origins_s: &[f64],
+) -> LinkMeasures {
+    let mut flows = vec![[0u64; COUNTS]; n * n];
     for (i, (_, stats)) in per_host.iter().enumerate() {
         let Some(stats) = stats else { continue };
         for (k, link) in stats.iter().enumerate() {
@@ -318,12 +337,7 @@ pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> Lin
             }
             let j = if k < i { k } else { k + 1 };
             for (from, to, d) in [(i, j, &link.forward), (j, i, &link.backward)] {
-                let f = &mut flows[from * n + to];
-                f[0] += d.lines;
-                f[1] += d.lines_dropped;
-                f[2] += d.delayed_chunks;
-                f[3] += d.delayed_held_us;
-                f[4] = f[4].max(d.max_held_us);
+                add_counts(&mut flows[from * n + to], dir_counts(d));
             }
         }
     }
@@ -331,24 +345,12 @@ pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> Lin
     let mut answers = vec![None; n];
     for (i, (_, stats)) in per_host.iter().enumerate() {
         if let Some(client) = stats.as_ref().and_then(|s| s.get(n.saturating_sub(1))) {
-            let d = &client.backward;
-            answers[i] = Some([
-                d.lines,
-                d.lines_dropped,
-                d.delayed_chunks,
-                d.delayed_held_us,
-                d.max_held_us,
-            ]);
+            answers[i] = Some(dir_counts(&client.backward));
         }
     }
     let mut links = Vec::new();
-    let mut total = [0u64; 5];
-    let mut add = |f: [u64; 5]| {
-        for k in 0..4 {
-            total[k] += f[k];
-        }
-        total[4] = total[4].max(f[4]);
-    };
+    let mut total = [0u64; COUNTS];
+    let mut add = |f: Counts| add_counts(&mut total, f);
     for (i, f) in answers.iter().enumerate() {
         if let Some(f) = *f {
             add(f);
@@ -369,15 +371,242 @@ pub fn summarize(n: usize, per_host: &[(String, Option<Vec<LinkStats>>)]) -> Lin
             ));
         }
     }
+    let windows = flow_windows(n, per_host, origins_s);
+    let (faults, outside) = per_fault(&windows);
+    let windows = windows.into_iter().map(|(w, _)| w).collect();
     LinkMeasures {
         links,
         total: measure("*", "*", total),
         hosts_reporting: per_host.iter().filter(|(_, s)| s.is_some()).count(),
         hosts: per_host.len(),
+        windows,
+        faults,
+        outside,
     }
 }
 
-fn measure(from: &str, to: &str, f: [u64; 5]) -> LinkMeasure {
+/// What a local run's proxy mesh measured, summarized as a run on hosts is (one "host"
+/// per node); `now_s` is the run's clock now, seconds.
+pub fn summarize_mesh(mesh: &ProxyMesh, now_s: f64) -> LinkMeasures {
+    let per_host: Vec<(String, Option<Vec<LinkStats>>)> = mesh
+        .host_stats()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (format!("n{}", i + 1), Some(s)))
+        .collect();
+    let origin = now_s - mesh.origin().elapsed().as_secs_f64();
+    let mut m = summarize(mesh.nodes(), &per_host, &vec![origin; mesh.nodes()]);
+    // no hosts: the mesh is in the harness and always reports
+    (m.hosts, m.hosts_reporting) = (0, 0);
+    m
+}
+
+/// What the client-link proxies of a local run measured (a run whose peer links go
+/// through namespace rules, so only the client links are the harness's to count): each
+/// node's answers to its clients, for `n` nodes; `now_s` as in [`summarize_mesh`].
+pub fn summarize_client_mesh(clients: &ProxyMesh, n: usize, now_s: f64) -> LinkMeasures {
+    let per_host: Vec<(String, Option<Vec<LinkStats>>)> = clients
+        .client_stats()
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            // no peer links of its own: empty ones in their places, then the client link
+            let mut links = vec![LinkStats::default(); n.saturating_sub(1)];
+            links.push(c);
+            (format!("n{}", i + 1), Some(links))
+        })
+        .collect();
+    let origin = now_s - clients.origin().elapsed().as_secs_f64();
+    let mut m = summarize(n, &per_host, &vec![origin; n]);
+    m.links.retain(|l| l.to == "clients");
+    (m.hosts, m.hosts_reporting) = (0, 0);
+    m
+}
+
+/// Shows what the proxies measured on stderr (the whole run, then per fault) and writes
+/// it to `links.json` in `run_dir`.
+pub fn record_links(run_dir: &Path, measured: &LinkMeasures) {
+    eprintln!("splitbrain: links {}", measured.describe());
+    for line in measured.describe_faults() {
+        eprintln!("splitbrain:   {line}");
+    }
+    let file = run_dir.join("links.json");
+    let text = serde_json::to_vec_pretty(measured).unwrap_or_default();
+    if let Err(e) = std::fs::write(&file, text) {
+        eprintln!("splitbrain: writing {}: {e}", file.display());
+    }
+}
+
+/// Counters as [`measure`] takes them: messages, dropped, delayed chunks, their held
+/// microseconds, the longest hold (microseconds), chunks stalled by a retransmission, their
+/// held microseconds.
+type Counts = [u64; COUNTS];
+const COUNTS: usize = 7;
+/// The one counter of [`Counts`] that is a maximum, not a sum.
+const MAX_HELD: usize = 4;
+
+fn dir_counts(d: &DirStats) -> Counts {
+    [
+        d.lines,
+        d.lines_dropped,
+        d.delayed_chunks,
+        d.delayed_held_us,
+        d.max_held_us,
+        d.stalled_chunks,
+        d.stalled_held_us,
+    ]
+}
+
+fn window_counts(w: &WindowStats) -> Counts {
+    [
+        w.lines,
+        w.lines_dropped,
+        w.delayed_chunks,
+        w.delayed_held_us,
+        w.max_held_us,
+        w.stalled_chunks,
+        w.stalled_held_us,
+    ]
+}
+
+/// Adds `b`'s counters into `a` (the maximum for the longest hold).
+fn add_counts(a: &mut Counts, b: Counts) {
+    for k in 0..COUNTS {
+        a[k] = if k == MAX_HELD {
+            a[k].max(b[k])
+        } else {
+            a[k] + b[k]
+        };
+    }
+}
+
+fn asked_of(w: &WindowStats) -> AskedLink {
+    AskedLink {
+        delay_ms: w.asked.delay_us as f64 / 1000.0,
+        jitter_ms: w.asked.jitter_us as f64 / 1000.0,
+        loss: w.asked.loss,
+        cut: w.asked.cut.is_some(),
+    }
+}
+
+/// Every flow's fault windows: a flow i->j is carried by two link directions (host i's
+/// link to j forward, host j's link to i backward) whose windows the same change of
+/// faults (`seq`) opens, so they are summed per (flow, seq); client links give the
+/// `n{i}->clients` flows.
+fn flow_windows(
+    n: usize,
+    per_host: &[(String, Option<Vec<LinkStats>>)],
+    origins_s: &[f64],
+) -> Vec<(LinkWindow, Counts)> {
+    // (from, to, seq) -> (asked, start s, end s, counters); `to == n` is the clients
+    type Key = (usize, usize, Option<u64>);
+    let mut acc: BTreeMap<Key, (AskedLink, f64, Option<f64>, Counts)> = BTreeMap::new();
+    let mut add = |key: Key, w: &WindowStats, origin: f64| {
+        let start = origin + w.start_us as f64 / 1e6;
+        let end = w.end_us.map(|e| origin + e as f64 / 1e6);
+        let e = acc
+            .entry(key)
+            .or_insert_with(|| (asked_of(w), start, end, [0; COUNTS]));
+        e.1 = e.1.min(start);
+        e.2 = match (e.2, end) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        add_counts(&mut e.3, window_counts(w));
+    };
+    for (i, (_, stats)) in per_host.iter().enumerate() {
+        let Some(stats) = stats else { continue };
+        let origin = origins_s.get(i).copied().unwrap_or(0.0);
+        for (k, link) in stats.iter().enumerate() {
+            if k >= n.saturating_sub(1) {
+                // the client link: its backward direction is node i's answers
+                for w in &link.backward.windows {
+                    add((i, n, w.seq), w, origin);
+                }
+                continue;
+            }
+            let j = if k < i { k } else { k + 1 };
+            for w in &link.forward.windows {
+                add((i, j, w.seq), w, origin);
+            }
+            for w in &link.backward.windows {
+                add((j, i, w.seq), w, origin);
+            }
+        }
+    }
+    let mut out: Vec<(LinkWindow, Counts)> = acc
+        .into_iter()
+        .map(|((from, to, seq), (asked, start_s, end_s, f))| {
+            let to = if to == n {
+                "clients".to_string()
+            } else {
+                format!("n{}", to + 1)
+            };
+            let w = LinkWindow {
+                seq,
+                start_s,
+                end_s,
+                asked,
+                measured: measure(&format!("n{}", from + 1), &to, f),
+            };
+            (w, f)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
+    out
+}
+
+/// The windows grouped per fault: those one change (`seq`) opened with the same asked
+/// faults, summed; and the sum over the windows with nothing asked.
+fn per_fault(windows: &[(LinkWindow, Counts)]) -> (Vec<LinkFault>, Option<LinkMeasure>) {
+    let mut faults: Vec<(LinkFault, Counts)> = Vec::new();
+    let mut outside = [0u64; COUNTS];
+    let mut any_outside = false;
+    for (w, f) in windows {
+        let (m, f) = (&w.measured, *f);
+        if !w.asked.is_fault() {
+            any_outside = true;
+            add_counts(&mut outside, f);
+            continue;
+        }
+        let link = format!("{}->{}", m.from, m.to);
+        match faults
+            .iter_mut()
+            .find(|(g, _)| g.seq == w.seq && g.asked == w.asked)
+        {
+            Some((g, counts)) => {
+                g.start_s = g.start_s.min(w.start_s);
+                g.end_s = match (g.end_s, w.end_s) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+                g.links.push(link);
+                add_counts(counts, f);
+            }
+            None => faults.push((
+                LinkFault {
+                    seq: w.seq,
+                    start_s: w.start_s,
+                    end_s: w.end_s,
+                    asked: w.asked.clone(),
+                    links: vec![link],
+                    measured: LinkMeasure::default(),
+                },
+                f,
+            )),
+        }
+    }
+    let faults = faults
+        .into_iter()
+        .map(|(mut g, counts)| {
+            g.measured = measure("*", "*", counts);
+            g
+        })
+        .collect();
+    (faults, any_outside.then(|| measure("*", "*", outside)))
+}
+
+fn measure(from: &str, to: &str, f: Counts) -> LinkMeasure {
     LinkMeasure {
         from: from.to_string(),
         to: to.to_string(),
@@ -387,13 +616,14 @@ fn measure(from: &str, to: &str, f: [u64; 5]) -> LinkMeasure {
         delayed_chunks: f[2],
         mean_delay_ms: (f[2] > 0).then(|| f[3] as f64 / f[2] as f64 / 1000.0),
         max_held_ms: f[4] as f64 / 1000.0,
+        stalled_chunks: f[5],
+        mean_stall_ms: (f[5] > 0).then(|| f[6] as f64 / f[5] as f64 / 1000.0),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splitbrain_nemesis::proxy::host::DirStats;
 
     fn dir(lines: u64, dropped: u64, chunks: u64, held_us: u64) -> DirStats {
         DirStats {
@@ -403,6 +633,7 @@ mod tests {
             delayed_chunks: chunks,
             delayed_held_us: held_us,
             max_held_us: held_us / chunks.max(1),
+            ..DirStats::default()
         }
     }
 
@@ -434,7 +665,7 @@ mod tests {
             ),
             ("h3".to_string(), None),
         ];
-        let m = summarize(3, &per_host);
+        let m = summarize(3, &per_host, &[0.0; 3]);
         let flow = |from: &str, to: &str| {
             m.links
                 .iter()
@@ -469,12 +700,98 @@ mod tests {
                 link(zero.clone(), dir(7, 0, 7, 7 * 50_000)),
             ]),
         )];
-        let m2 = summarize(3, &with_client);
+        let m2 = summarize(3, &with_client, &[0.0]);
         let answers = m2
             .links
             .iter()
             .find(|l| l.from == "n1" && l.to == "clients");
         let answers = answers.expect("n1's answers to its clients");
         assert_eq!((answers.messages, answers.mean_delay_ms), (7, Some(50.0)));
+    }
+
+    fn window(seq: Option<u64>, start_us: u64, end_us: Option<u64>, delay_ms: u64) -> WindowStats {
+        WindowStats {
+            seq,
+            start_us,
+            end_us,
+            asked: WireFlow {
+                delay_us: delay_ms * 1000,
+                ..WireFlow::default()
+            },
+            ..WindowStats::default()
+        }
+    }
+
+    #[test]
+    fn the_two_halves_of_a_flow_are_summed_per_window_and_grouped_per_fault() {
+        // Two nodes. Flow n1->n2 is host 1's link forward and host 2's link backward;
+        // set 1 slows it by 80 ms from 1 s to 3 s (host 2's proxy started 0.5 s later).
+        let mut fwd = DirStats {
+            windows: vec![
+                window(None, 0, Some(1_000_000), 0),
+                window(Some(1), 1_000_000, Some(3_000_000), 80),
+                window(Some(2), 3_000_000, None, 0),
+            ],
+            ..DirStats::default()
+        };
+        fwd.windows[0].lines = 5;
+        fwd.windows[1].lines = 4;
+        fwd.windows[1].delayed_chunks = 2;
+        fwd.windows[1].delayed_held_us = 162_000;
+        fwd.windows[1].max_held_us = 82_000;
+        let mut back = DirStats {
+            windows: vec![
+                window(None, 0, Some(500_000), 0),
+                window(Some(1), 500_000, Some(2_500_000), 80),
+                window(Some(2), 2_500_000, None, 0),
+            ],
+            ..DirStats::default()
+        };
+        back.windows[1].lines = 6;
+        back.windows[1].lines_dropped = 0;
+        back.windows[1].delayed_chunks = 1;
+        back.windows[1].delayed_held_us = 84_000;
+        back.windows[1].max_held_us = 84_000;
+        back.windows[2].lines = 3;
+        let per_host = vec![
+            (
+                "h1".to_string(),
+                Some(vec![LinkStats {
+                    forward: fwd,
+                    ..LinkStats::default()
+                }]),
+            ),
+            (
+                "h2".to_string(),
+                Some(vec![LinkStats {
+                    backward: back,
+                    ..LinkStats::default()
+                }]),
+            ),
+        ];
+        let m = summarize(2, &per_host, &[-2.0, -1.5]);
+        let slowed: Vec<&LinkWindow> = m.windows.iter().filter(|w| w.seq == Some(1)).collect();
+        // n1->n2's two halves are one window; n2->n1 has its own (nothing passed on it).
+        let w = slowed
+            .iter()
+            .find(|w| w.measured.from == "n1" && w.measured.to == "n2")
+            .expect("n1->n2 in set 1");
+        assert_eq!((w.start_s, w.end_s), (-1.0, Some(1.0)));
+        assert_eq!(w.asked.delay_ms, 80.0);
+        assert_eq!((w.measured.messages, w.measured.delayed_chunks), (10, 3));
+        assert_eq!(w.measured.mean_delay_ms, Some(82.0));
+        assert_eq!(w.measured.max_held_ms, 84.0);
+        // One fault: set 1's +80 ms, over the links it slowed that carried anything.
+        assert_eq!(m.faults.len(), 1, "{:?}", m.faults);
+        let f = &m.faults[0];
+        assert_eq!(f.seq, Some(1));
+        assert!(f.links.contains(&"n1->n2".to_string()), "{:?}", f.links);
+        assert_eq!(
+            (f.measured.delayed_chunks, f.measured.mean_delay_ms),
+            (3, Some(82.0))
+        );
+        // Outside it: the 5 messages before and the 3 after, none dropped.
+        let o = m.outside.as_ref().expect("unfaulted windows");
+        assert_eq!((o.messages, o.dropped), (8, 0));
     }
 }

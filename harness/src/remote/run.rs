@@ -270,13 +270,9 @@ pub(crate) async fn run_remote_test(
     }
     let links = match &proxies {
         Some(p) => {
-            let measured = super::proxies::summarize(hosts.len(), &p.finish().await);
-            eprintln!("splitbrain: links {}", measured.describe());
-            let file = run_dir.path.join("links.json");
-            let text = serde_json::to_vec_pretty(&measured).unwrap_or_default();
-            if let Err(e) = std::fs::write(&file, text) {
-                eprintln!("splitbrain: writing {}: {e}", file.display());
-            }
+            let origins = p.origins(recorder.now_ns() as f64 / 1e9);
+            let measured = super::proxies::summarize(hosts.len(), &p.finish().await, &origins);
+            super::proxies::record_links(&run_dir.path, &measured);
             Some(measured)
         }
         None => None,

@@ -152,6 +152,23 @@ pub(crate) async fn run_local_test(
     )
     .await;
     cluster.teardown();
+    // What the mesh's links measured, over the run and per fault window.
+    let now_s = recorder.now_ns() as f64 / 1e9;
+    let links = match (
+        mesh.as_deref(),
+        routed.as_ref().and_then(|r| r.client_mesh()),
+    ) {
+        (Some(m), _) => Some(crate::remote::proxies::summarize_mesh(m, now_s)),
+        (None, Some(c)) => Some(crate::remote::proxies::summarize_client_mesh(
+            c,
+            layouts.len(),
+            now_s,
+        )),
+        (None, None) => None,
+    };
+    if let Some(measured) = &links {
+        crate::remote::proxies::record_links(&run_dir.path, measured);
+    }
     crate::run::mesh::stop_mesh(mesh.as_deref()).await;
     stop_routed(routed.as_deref()).await;
     // The namespaces go once no node process holds them (teardown reaped them).
@@ -163,7 +180,7 @@ pub(crate) async fn run_local_test(
     let online = online.map(OnlineMonitor::finish);
     let searched = fault_search(&nemesis, spec, &run_dir);
     finish_run(
-        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched, None,
+        spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched, links,
     )
     .await
 }

@@ -80,16 +80,44 @@ impl NetworkLayout {
             // Members keep dialing each other's real addresses; with faults, rules in
             // their namespaces send those connections through the link's proxy.
             let mesh_ports = target.mesh_ports();
+            // Client-link faults: the harness's clients dial a proxy on loopback instead.
+            let client_fault = nemesis_spec
+                .faults
+                .iter()
+                .find(|f| splitbrain_nemesis::CLIENT_LINK_FAULTS.contains(&f.as_str()));
+            if let (Some(f), Some(why)) = (client_fault, target.client_links_unproxyable()) {
+                anyhow::bail!(
+                    "`{f}` on {} holds each node's answers in a proxy in front of its client \
+                     port, and {why}",
+                    target.name()
+                );
+            }
+            let client_proxies = client_fault.map(|_| client_port);
             let routed = match nemesis_spec.faults.is_empty() || mesh_ports.is_empty() {
                 true => None,
                 false => Some(Arc::new(
-                    NetnsMesh::start(ns.clone(), &mesh_ports, nemesis_spec.seed)
-                        .await
-                        .context("routing the nodes' peer links through the proxy mesh")?,
+                    NetnsMesh::start_with_clients(
+                        ns.clone(),
+                        &mesh_ports,
+                        client_proxies,
+                        nemesis_spec.seed,
+                    )
+                    .await
+                    .context("routing the nodes' peer links through the proxy mesh")?,
                 )),
             };
+            let client_addrs = layouts
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    routed
+                        .as_ref()
+                        .and_then(|r| r.client_addr(i))
+                        .unwrap_or(l.client_addr)
+                })
+                .collect();
             return Ok(NetworkLayout {
-                client_addrs: layouts.iter().map(|l| l.client_addr).collect(),
+                client_addrs,
                 dial: vec![peers; spec.nodes],
                 layouts,
                 mesh: None,

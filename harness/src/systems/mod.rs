@@ -297,6 +297,11 @@ pub trait Target: Send + Sync {
     fn peer_streams_are_binary(&self) -> bool {
         false
     }
+    /// Why the test's clients cannot be pointed at a proxy in front of each node's client
+    /// port (for client-link faults such as `slow-client`), if they cannot.
+    fn client_links_unproxyable(&self) -> Option<String> {
+        None
+    }
     /// For a target on [`NodeNetwork::Namespaces`]: the ports its members dial each other
     /// at (etcd: the peer port; Redis: the server's and the sentinel's). In a run with
     /// faults every such connection is routed through the proxy mesh

@@ -191,7 +191,6 @@ async fn pump(
     stop: Stop,
     link: &Link,
 ) {
-    let counters = &link.stats[dir.index()];
     let (tx, rx) = mpsc::channel(QUEUE);
     // a reset on either side must stop the other side (and the other direction) at once
     let raise = |out: &Outcome| {
@@ -209,14 +208,14 @@ async fn pump(
             reader_state,
             rng,
             reader_stop,
-            counters,
+            link,
         )
         .await;
         raise(&r.0);
         r
     };
     let writer = async {
-        let w = write_side(dst, rx, dir, state, stop, counters).await;
+        let w = write_side(dst, rx, dir, state, stop, link).await;
         raise(&w.0);
         w
     };
@@ -321,8 +320,9 @@ async fn read_side(
     mut state: watch::Receiver<LinkState>,
     mut rng: ChaCha8Rng,
     mut stop: Stop,
-    counters: &DirCounters,
+    link: &Link,
 ) -> (Outcome, OwnedReadHalf) {
+    let counters = &link.stats[dir.index()];
     let mut buf = vec![0u8; CHUNK];
     let (mut dropping, mut line_start) = (false, true);
     let mut last_due = Instant::now();
@@ -344,7 +344,10 @@ async fn read_side(
             return (end, src);
         }
         let read_at = Instant::now();
-        let faults = dir.of(&state.borrow()).clone();
+        let (faults, epoch) = {
+            let st = state.borrow();
+            (dir.of(&st).clone(), st.epochs[dir.index()])
+        };
         let lines_in = count_lines(&buf[..n]);
         let (data, held) = match loss_mode {
             LossMode::Lines => {
@@ -364,6 +367,13 @@ async fn read_side(
         counters
             .lines_dropped
             .fetch_add(lines_in.saturating_sub(lines_out), Ordering::Relaxed);
+        if lines_in > 0 {
+            link.window_log(dir.index()).count_read(
+                epoch,
+                lines_in,
+                lines_in.saturating_sub(lines_out),
+            );
+        }
         if data.is_empty() {
             continue;
         }
@@ -371,7 +381,7 @@ async fn read_side(
         let due = (Instant::now() + sample_delay(&faults, &mut rng) + held).max(last_due);
         last_due = due;
         tokio::select! {
-            r = tx.send(Chunk { due, data, read_at, delayed }) => if r.is_err() { return (Outcome::Done, src) },
+            r = tx.send(Chunk { due, data, read_at, delayed, stalled: !held.is_zero(), epoch }) => if r.is_err() { return (Outcome::Done, src) },
             _ = stop.wait() => return (Outcome::Stopped, src),
         }
     }
@@ -383,14 +393,17 @@ async fn write_side(
     dir: Dir,
     mut state: watch::Receiver<LinkState>,
     mut stop: Stop,
-    counters: &DirCounters,
+    link: &Link,
 ) -> (Outcome, OwnedWriteHalf) {
+    let counters = &link.stats[dir.index()];
     loop {
         let Chunk {
             due,
             data,
             read_at,
             delayed,
+            stalled,
+            epoch,
         } = tokio::select! {
             m = rx.recv() => match m {
                 Some(item) => item,
@@ -431,7 +444,11 @@ async fn write_side(
                 }
             }
         }
-        counters.record_written(read_at.elapsed(), delayed);
+        let held = read_at.elapsed();
+        counters.record_written(held, delayed, stalled);
+        let held_us = held.as_micros().min(u64::MAX as u128) as u64;
+        link.window_log(dir.index())
+            .count_written(epoch, held_us, delayed, stalled);
     }
 }
 
@@ -444,6 +461,10 @@ struct Chunk {
     read_at: Instant,
     /// Whether the link had a delay when it was read.
     delayed: bool,
+    /// Whether it was held back for a retransmission ([`LossMode::Retransmit`]).
+    stalled: bool,
+    /// The fault window it was read in.
+    epoch: usize,
 }
 
 fn count_lines(data: &[u8]) -> u64 {
@@ -452,12 +473,16 @@ fn count_lines(data: &[u8]) -> u64 {
 
 impl DirCounters {
     /// Counts a chunk written on after `held` in the proxy.
-    fn record_written(&self, held: Duration, delayed: bool) {
+    fn record_written(&self, held: Duration, delayed: bool, stalled: bool) {
         let us = held.as_micros().min(u64::MAX as u128) as u64;
         self.chunks.fetch_add(1, Ordering::Relaxed);
         if delayed {
             self.delayed_chunks.fetch_add(1, Ordering::Relaxed);
             self.delayed_held_us.fetch_add(us, Ordering::Relaxed);
+        }
+        if stalled {
+            self.stalled_chunks.fetch_add(1, Ordering::Relaxed);
+            self.stalled_held_us.fetch_add(us, Ordering::Relaxed);
         }
         self.max_held_us.fetch_max(us, Ordering::Relaxed);
     }

@@ -8,23 +8,26 @@
 //! - it prints `{"listen":["ip:port",...]}` once its listeners are bound (one per target,
 //!   in order);
 //! - `{"seq":N,"set":[[forward,backward],...]}` replaces every link's faults (forward: the
-//!   direction from the dialler to the target) and is answered `{"applied":N}`;
+//!   direction from the dialler to the target) and is answered `{"applied":N}`; each
+//!   direction whose faults change starts a fault window numbered N;
 //! - `{"stats":true}` is answered `{"stats":[...]}`, what each link measured
-//!   ([`LinkStats`]);
+//!   ([`LinkStats`]), over the whole run and per fault window, with times counted from
+//!   the proxy's start;
 //! - the end of its stdin (the harness released it, or died and its SSH session closed)
 //!   closes every link and ends the process after printing the stats once more.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{send_state, spawn_link, Link, LinkState, LossMode};
+use super::windows::WindowStats;
+use super::{send_state, spawn_link, Link, LossMode};
 use crate::network::{CutMode, FlowFaults};
 use crate::NemesisError;
 
@@ -87,6 +90,15 @@ pub struct DirStats {
     pub delayed_held_us: u64,
     /// The longest time any chunk spent in the proxy, microseconds.
     pub max_held_us: u64,
+    /// Chunks held back for a retransmission (loss on a binary stream).
+    #[serde(default)]
+    pub stalled_chunks: u64,
+    /// Their total time in the proxy, microseconds.
+    #[serde(default)]
+    pub stalled_held_us: u64,
+    /// The same per fault window, oldest first (empty from a proxy that keeps none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowStats>,
 }
 
 /// What one link measured: both directions.
@@ -152,6 +164,7 @@ pub struct ProxyLinks {
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     live: Arc<AtomicUsize>,
+    origin: Instant,
 }
 
 impl ProxyLinks {
@@ -165,11 +178,13 @@ impl ProxyLinks {
     ) -> Result<ProxyLinks, NemesisError> {
         let (shutdown, _) = watch::channel(false);
         let live = Arc::new(AtomicUsize::new(0));
+        let origin = Instant::now();
         let mut links = Vec::new();
         let mut tasks = Vec::new();
         for (k, &t) in targets.iter().enumerate() {
             let link_seed = seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let (link, task) = spawn_link(bind, t, link_seed, loss_mode, &shutdown, &live).await?;
+            let (link, task) =
+                spawn_link(bind, t, link_seed, loss_mode, origin, &shutdown, &live).await?;
             links.push(link);
             tasks.push(task);
         }
@@ -178,6 +193,7 @@ impl ProxyLinks {
             shutdown,
             tasks,
             live,
+            origin,
         })
     }
 
@@ -186,24 +202,22 @@ impl ProxyLinks {
         self.links.iter().map(|l| l.listen).collect()
     }
 
-    /// Sets link `k`'s faults.
-    pub fn set(&self, k: usize, forward: FlowFaults, backward: FlowFaults) {
+    /// Sets link `k`'s faults; a direction whose faults change starts a fault window
+    /// numbered `seq`.
+    pub fn set(&self, k: usize, forward: FlowFaults, backward: FlowFaults, seq: u64) {
         if let Some(l) = self.links.get(k) {
-            send_state(l, LinkState { forward, backward });
+            send_state(l, forward, backward, Some(seq));
         }
+    }
+
+    /// When these links started: window times count from here.
+    pub fn origin(&self) -> Instant {
+        self.origin
     }
 
     /// What each link measured so far.
     pub fn stats(&self) -> Vec<LinkStats> {
-        self.links
-            .iter()
-            .map(|l| LinkStats {
-                target: l.target.to_string(),
-                connections: l.connections.load(Ordering::SeqCst),
-                forward: l.stats[0].snapshot(),
-                backward: l.stats[1].snapshot(),
-            })
-            .collect()
+        self.links.iter().map(|l| l.link_stats()).collect()
     }
 
     /// Closes every listener and connection (waiting up to 2 s for the connections).
@@ -259,7 +273,7 @@ where
         let reply = match serde_json::from_str::<HostRequest>(&line) {
             Ok(HostRequest::Set { seq, set }) => {
                 for (k, [f, b]) in set.iter().enumerate() {
-                    links.set(k, f.into(), b.into());
+                    links.set(k, f.into(), b.into(), seq);
                 }
                 HostReply::Applied { applied: seq }
             }
@@ -385,6 +399,19 @@ mod tests {
         );
         assert_eq!(s.backward.lines, 3);
         assert_eq!(s.backward.lines_dropped, 3);
+        // Per window: the one from the start (no fault, nothing passed yet) and set 7's.
+        for d in [&s.forward, &s.backward] {
+            assert_eq!(d.windows.len(), 2, "{d:?}");
+            assert_eq!((d.windows[0].seq, d.windows[0].lines), (None, 0));
+            assert_eq!(d.windows[1].seq, Some(7));
+            assert_eq!(d.windows[1].end_us, None);
+        }
+        let fw = &s.forward.windows[1];
+        assert_eq!((fw.asked.delay_us, fw.lines), (40_000, 3));
+        assert_eq!(fw.delayed_chunks, s.forward.delayed_chunks);
+        assert!(fw.delayed_held_us >= 40_000 * fw.delayed_chunks, "{fw:?}");
+        let bw = &s.backward.windows[1];
+        assert_eq!((bw.asked.loss, bw.lines, bw.lines_dropped), (1.0, 3, 3));
         // The end of its input ends it, after one last report.
         drop(to_proxy);
         assert!(matches!(reply(&mut lines).await, HostReply::Stats { .. }));

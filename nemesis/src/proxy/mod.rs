@@ -25,11 +25,12 @@
 
 mod conn;
 pub mod host;
+pub mod windows;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -37,6 +38,7 @@ use tokio::task::JoinHandle;
 
 use crate::network::{CutMode, FlowFaults, NetFaults, NetworkFaults};
 use crate::NemesisError;
+use windows::WindowLog;
 
 /// The fault settings of one link, per byte direction.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -45,6 +47,8 @@ pub(crate) struct LinkState {
     pub(crate) forward: FlowFaults,
     /// Bytes from the dialed node back to the dialing one (flow to→from).
     pub(crate) backward: FlowFaults,
+    /// The fault window each direction is in (its index in [`Link::windows`]).
+    pub(crate) epochs: [usize; 2],
 }
 
 /// What `loss` does on a link.
@@ -83,6 +87,40 @@ pub(crate) struct Link {
     pub(crate) loss_mode: LossMode,
     /// What each direction measured (forward, backward).
     pub(crate) stats: [DirCounters; 2],
+    /// What each direction measured per fault window (forward, backward).
+    pub(crate) windows: [Mutex<WindowLog>; 2],
+    /// When the mesh (or host proxy) this link belongs to started: window times count
+    /// from here.
+    pub(crate) origin: Instant,
+}
+
+impl Link {
+    /// Microseconds since [`Link::origin`].
+    pub(crate) fn now_us(&self) -> u64 {
+        self.origin.elapsed().as_micros().min(u64::MAX as u128) as u64
+    }
+
+    /// The window log of direction `d` (0 forward, 1 backward).
+    pub(crate) fn window_log(&self, d: usize) -> std::sync::MutexGuard<'_, WindowLog> {
+        self.windows[d].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What direction `d` measured, over the whole run and per window.
+    pub(crate) fn dir_stats(&self, d: usize) -> host::DirStats {
+        let mut s = self.stats[d].snapshot();
+        s.windows = self.window_log(d).snapshot();
+        s
+    }
+
+    /// What this link measured, both directions.
+    pub(crate) fn link_stats(&self) -> host::LinkStats {
+        host::LinkStats {
+            target: self.target.to_string(),
+            connections: self.connections.load(Ordering::SeqCst),
+            forward: self.dir_stats(0),
+            backward: self.dir_stats(1),
+        }
+    }
 }
 
 /// What one direction of a link measured (read by [`host::ProxyLinks::stats`]).
@@ -94,6 +132,8 @@ pub(crate) struct DirCounters {
     pub(crate) delayed_chunks: AtomicU64,
     pub(crate) delayed_held_us: AtomicU64,
     pub(crate) max_held_us: AtomicU64,
+    pub(crate) stalled_chunks: AtomicU64,
+    pub(crate) stalled_held_us: AtomicU64,
 }
 
 impl DirCounters {
@@ -105,6 +145,9 @@ impl DirCounters {
             delayed_chunks: self.delayed_chunks.load(Ordering::Relaxed),
             delayed_held_us: self.delayed_held_us.load(Ordering::Relaxed),
             max_held_us: self.max_held_us.load(Ordering::Relaxed),
+            stalled_chunks: self.stalled_chunks.load(Ordering::Relaxed),
+            stalled_held_us: self.stalled_held_us.load(Ordering::Relaxed),
+            windows: Vec::new(),
         }
     }
 }
@@ -121,6 +164,10 @@ pub struct ProxyMesh {
     shutdown: watch::Sender<bool>,
     accept_tasks: Mutex<Vec<JoinHandle<()>>>,
     live_connections: Arc<AtomicUsize>,
+    /// Numbers each change of the faults (the `seq` of the windows it opens).
+    seq: AtomicU64,
+    /// When the mesh started (window times count from here).
+    origin: Instant,
 }
 
 impl ProxyMesh {
@@ -171,6 +218,7 @@ impl ProxyMesh {
         loss_mode: LossMode,
     ) -> Result<ProxyMesh, NemesisError> {
         let n = targets.len();
+        let origin = Instant::now();
         let (shutdown, _) = watch::channel(false);
         let live_connections = Arc::new(AtomicUsize::new(0));
         let mut accept_tasks = Vec::new();
@@ -187,6 +235,7 @@ impl ProxyMesh {
                     target,
                     link_seed,
                     loss_mode,
+                    origin,
                     &shutdown,
                     &live_connections,
                 )
@@ -203,6 +252,7 @@ impl ProxyMesh {
                 target,
                 link_seed,
                 LossMode::Lines,
+                origin,
                 &shutdown,
                 &live_connections,
             )
@@ -219,6 +269,8 @@ impl ProxyMesh {
             shutdown,
             accept_tasks: Mutex::new(accept_tasks),
             live_connections,
+            seq: AtomicU64::new(0),
+            origin,
         })
     }
 
@@ -275,29 +327,57 @@ impl ProxyMesh {
     fn update(&self, f: impl FnOnce(&mut NetFaults)) {
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut cur);
-        self.push(&cur);
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        self.push(&cur, seq);
     }
 
-    /// Sends every link its per-direction settings derived from the flow faults.
-    fn push(&self, faults: &NetFaults) {
+    /// When the mesh started: the times of [`ProxyMesh::host_stats`]' windows count from
+    /// here.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// What the links measured, laid out as the host proxies of a run on hosts report it
+    /// ([`host::ProxyLinks::stats`]): per node `i`, its links to every other node in node
+    /// order, then its client link if client links are proxied.
+    pub fn host_stats(&self) -> Vec<Vec<host::LinkStats>> {
+        (0..self.nodes)
+            .map(|i| {
+                let mut v: Vec<host::LinkStats> = (0..self.nodes)
+                    .filter_map(|j| self.link(i, j))
+                    .map(|l| l.link_stats())
+                    .collect();
+                if let Some(c) = self.client_links.get(i) {
+                    v.push(c.link_stats());
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// What each node's client link measured (empty when client links are not proxied).
+    pub fn client_stats(&self) -> Vec<host::LinkStats> {
+        self.client_links.iter().map(|l| l.link_stats()).collect()
+    }
+
+    /// Sends every link its per-direction settings derived from the flow faults; `seq`
+    /// numbers the change.
+    fn push(&self, faults: &NetFaults, seq: u64) {
         for from in 0..self.nodes {
             for to in 0..self.nodes {
                 if let Some(link) = self.link(from, to) {
-                    let want = LinkState {
-                        forward: faults.flow(from, to),
-                        backward: faults.flow(to, from),
-                    };
-                    send_state(link, want);
+                    send_state(
+                        link,
+                        faults.flow(from, to),
+                        faults.flow(to, from),
+                        Some(seq),
+                    );
                 }
             }
         }
         for (i, link) in self.client_links.iter().enumerate() {
             // requests pass untouched; the node's answers carry the fault
-            let want = LinkState {
-                forward: FlowFaults::default(),
-                backward: faults.client(i),
-            };
-            send_state(link, want);
+            send_state(link, FlowFaults::default(), faults.client(i), Some(seq));
         }
     }
 
@@ -371,6 +451,7 @@ async fn spawn_link(
     target: SocketAddr,
     seed: u64,
     loss_mode: LossMode,
+    origin: Instant,
     shutdown: &watch::Sender<bool>,
     live: &Arc<AtomicUsize>,
 ) -> Result<(Arc<Link>, JoinHandle<()>), NemesisError> {
@@ -383,6 +464,8 @@ async fn spawn_link(
         connections: AtomicU64::new(0),
         loss_mode,
         stats: Default::default(),
+        windows: Default::default(),
+        origin,
     });
     let task = tokio::spawn(conn::accept_loop(
         listener,
@@ -393,11 +476,25 @@ async fn spawn_link(
     Ok((link, task))
 }
 
-/// Gives a link new settings, waking its connections only if they changed.
-fn send_state(link: &Link, want: LinkState) {
+/// Gives a link new settings, waking its connections only if they changed; each
+/// direction whose faults change starts a new fault window, numbered `seq`.
+fn send_state(link: &Link, forward: FlowFaults, backward: FlowFaults, seq: Option<u64>) {
     link.state.send_if_modified(|s| {
-        let changed = *s != want;
-        *s = want;
+        let mut changed = false;
+        for (d, want) in [forward, backward].into_iter().enumerate() {
+            let cur = if d == 0 { &s.forward } else { &s.backward };
+            if *cur == want {
+                continue;
+            }
+            // (under the state's lock: a reader sees the faults and their window together)
+            s.epochs[d] = link.window_log(d).open(seq, &want, link.now_us());
+            if d == 0 {
+                s.forward = want;
+            } else {
+                s.backward = want;
+            }
+            changed = true;
+        }
         changed
     });
 }

@@ -174,6 +174,14 @@ pub fn header(summary: &RunSummary, test: Option<&Value>) -> Markup {
             )),
         ),
         ("links", summary.links.as_ref().map(|l| l.describe())),
+        (
+            "links per fault",
+            summary
+                .links
+                .as_ref()
+                .map(|l| l.describe_faults().join(" · "))
+                .filter(|s| !s.is_empty()),
+        ),
         ("run directory", summary.run_dir.clone()),
         ("version", field("version")),
     ];

@@ -51,6 +51,14 @@ impl Target for RedisTarget {
             peer_port: SENTINEL_PORT,
         }
     }
+    fn client_links_unproxyable(&self) -> Option<String> {
+        Some(
+            "the Redis clients find each node's sentinel at the node's own address (port \
+             26379) and match the sentinels' answers (the primary's ip and port) against the \
+             nodes' addresses, so they cannot be given a proxy's address instead"
+                .into(),
+        )
+    }
     fn mesh_ports(&self) -> Vec<u16> {
         // Replication (replicas dial the primary's server port), and Sentinel's links to
         // every server and to the other sentinels.
