@@ -135,7 +135,7 @@ fn fast_op(line: &str) -> Option<Op> {
     })
 }
 
-/// Where each op's line and value are in the text: 20 bytes an op, in four columns.
+/// Where each op's line, value and key are in the text: 26 bytes an op, in six columns.
 #[derive(Default)]
 pub(crate) struct Spans {
     line_start: Vec<u64>,
@@ -144,20 +144,45 @@ pub(crate) struct Spans {
     value_off: Vec<u32>,
     /// 0 when the value was absent or null.
     value_len: Vec<u32>,
+    /// Offset of the key within its line.
+    key_off: Vec<u32>,
+    /// 0 when the key was absent or null; [`KEY_UNRECORDED`] when it is too long to
+    /// record here (its line is then parsed for it).
+    key_len: Vec<u16>,
+}
+
+/// `key_len` of a key whose text is not recorded (65,535 bytes or longer).
+const KEY_UNRECORDED: u16 = u16::MAX;
+
+/// Where an op's key is, as [`Spans`] recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyText<'a> {
+    /// No key, or a null one.
+    Absent,
+    /// The key's JSON text.
+    Text(&'a str),
+    /// Too long to have been recorded: read the line.
+    Unrecorded,
 }
 
 impl Spans {
-    /// Adds an op's line and its value (`len == 0`: none; else inside the line).
-    pub fn push(&mut self, line: Span, value: Span) {
+    /// Adds an op's line, its value and its key (`len == 0`: none; else inside the line).
+    pub fn push(&mut self, line: Span, value: Span, key: Span) {
         self.line_start.push(line.start as u64);
         self.line_len.push(line.len);
-        let off = if value.len == 0 {
-            0
-        } else {
-            value.start.saturating_sub(line.start) as u32
+        let off = |s: Span| {
+            if s.len == 0 {
+                0
+            } else {
+                s.start.saturating_sub(line.start) as u32
+            }
         };
-        self.value_off.push(off);
+        self.value_off.push(off(value));
         self.value_len.push(value.len);
+        self.key_off.push(off(key));
+        // A key of exactly 65,535 bytes is marked unrecorded too: its line is read for it.
+        self.key_len
+            .push(u16::try_from(key.len).unwrap_or(KEY_UNRECORDED));
     }
 
     fn line(&self, pos: usize) -> Option<(usize, usize)> {
@@ -171,6 +196,16 @@ impl Spans {
         let (start, _) = self.line(pos)?;
         let len = *self.value_len.get(pos)? as usize;
         (len > 0).then(|| (start + self.value_off[pos] as usize, len))
+    }
+
+    /// The key's place: `Ok(None)` when absent, `Err(())` when not recorded.
+    fn key(&self, pos: usize) -> Option<Result<Option<(usize, usize)>, ()>> {
+        let (start, _) = self.line(pos)?;
+        Some(match *self.key_len.get(pos)? {
+            0 => Ok(None),
+            KEY_UNRECORDED => Err(()),
+            len => Ok(Some((start + self.key_off[pos] as usize, len as usize))),
+        })
     }
 }
 
@@ -199,6 +234,15 @@ impl LineSource {
     pub fn value_text(&self, pos: usize) -> Option<&str> {
         let (start, len) = self.spans.value(pos)?;
         self.text.get(start, len)
+    }
+
+    /// The JSON text of op `pos`'s key, as recorded when read; `None` outside the history.
+    pub fn key_text(&self, pos: usize) -> Option<KeyText<'_>> {
+        Some(match self.spans.key(pos)? {
+            Ok(None) => KeyText::Absent,
+            Ok(Some((start, len))) => KeyText::Text(self.text.get(start, len)?),
+            Err(()) => KeyText::Unrecorded,
+        })
     }
 
     /// The JSON text of op `pos`'s whole line.

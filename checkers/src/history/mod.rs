@@ -24,7 +24,7 @@ pub mod write;
 pub use error::HistoryError;
 pub use op::{value_key_string, Op, OpType, Process, NO_INDEX};
 
-pub(crate) use lazy::{LineSource, NameTable, OpHead, Spans, Text};
+pub(crate) use lazy::{KeyText, LineSource, NameTable, OpHead, Spans, Text};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -274,6 +274,24 @@ impl History {
         match self.value_ref(pos)? {
             ValueRef::Json(v) => Some(Cow::Borrowed(v)),
             ValueRef::Text(t) => Some(Cow::Owned(serde_json::from_str(t).unwrap_or(Value::Null))),
+        }
+    }
+
+    /// The key of the op at `pos` (`None` when it has none, or past the end), without
+    /// materializing the other ops: of a history read lazily, from the key's own text
+    /// recorded when it was read, not from its whole line.
+    pub fn op_key(&self, pos: usize) -> Option<Value> {
+        if let Some(ops) = self.ops.get() {
+            return ops.get(pos)?.key.clone();
+        }
+        self.heads.get(pos)?;
+        match self.source.as_ref()?.key_text(pos)? {
+            KeyText::Absent => None,
+            KeyText::Text(t) => Some(
+                simple_json::plain_string_value(t)
+                    .unwrap_or_else(|| serde_json::from_str(t).unwrap_or(Value::Null)),
+            ),
+            KeyText::Unrecorded => self.op(pos)?.into_owned().key,
         }
     }
 

@@ -224,9 +224,42 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The JSON string `text` (exactly one, no whitespace around it) as a value, when it has
+/// no escapes and no control characters (which serde_json refuses); `None` for any other
+/// text, which the caller reads with serde_json. Keys are nearly always such strings.
+pub(crate) fn plain_string_value(text: &str) -> Option<serde_json::Value> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    let plain = inner.bytes().all(|b| b != b'"' && b != b'\\' && b >= 0x20);
+    plain.then(|| serde_json::Value::String(inner.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plain string reads as serde_json reads it; anything else is left to serde_json.
+    #[test]
+    fn a_plain_string_value_is_serdes() {
+        for text in [r#""k8""#, r#""""#, r#""a b/c""#, r#""é""#] {
+            let want: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(plain_string_value(text), Some(want), "{text}");
+        }
+        for text in [
+            r#""a\"b""#,
+            r#""a\nb""#,
+            "\"a\tb\"",
+            r#""ab"#,
+            r#"ab""#,
+            r#"" ""x""#,
+            "\"",
+            "7",
+            "null",
+            r#"["k"]"#,
+            r#" "k""#,
+        ] {
+            assert_eq!(plain_string_value(text), None, "{text}");
+        }
+    }
 
     fn ok(text: &str) -> Option<Vec<Node<'_>>> {
         let mut out = Vec::new();

@@ -27,6 +27,43 @@ pub(crate) struct Part<O> {
     pub ops: Vec<PartOp>,
     /// Distinct model ops.
     pub values: Vec<O>,
+    /// The required ops (indices into `ops`) in completion order, sorted once here for
+    /// every search of the part (which merges them with `ops`' invokes).
+    pub by_end: Vec<u32>,
+}
+
+impl<O> Part<O> {
+    /// A part of `ops`, which must be in invoke order.
+    pub fn new(key: Option<String>, ops: Vec<PartOp>, values: Vec<O>) -> Part<O> {
+        let mut by_end: Vec<u32> = (0..ops.len() as u32)
+            .filter(|&i| ops[i as usize].required)
+            .collect();
+        by_end.sort_by_key(|&i| ops[i as usize].end);
+        Part {
+            key,
+            ops,
+            values,
+            by_end,
+        }
+    }
+
+    /// The part's call and return events in history order (a call before a return at
+    /// the same position): `(op, is_call)`. Optional ops have calls only.
+    pub fn events(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+        let mut calls = (0..self.ops.len() as u32).peekable();
+        let mut returns = self.by_end.iter().copied().peekable();
+        std::iter::from_fn(move || match (calls.peek(), returns.peek()) {
+            (Some(&c), Some(&r)) => {
+                if self.ops[c as usize].invoke <= self.ops[r as usize].end {
+                    calls.next().map(|c| (c, true))
+                } else {
+                    returns.next().map(|r| (r, false))
+                }
+            }
+            (Some(_), None) => calls.next().map(|c| (c, true)),
+            (None, _) => returns.next().map(|r| (r, false)),
+        })
+    }
 }
 
 /// Shared limits and the cancellation flag of one check.
@@ -77,4 +114,50 @@ pub(crate) enum Outcome<S> {
     NotLinearizable(Progress<S>),
     /// A bound or cancellation stopped the search.
     Stopped(Stop, Progress<S>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(pair: usize, invoke: usize, end: Option<usize>) -> PartOp {
+        PartOp {
+            pair,
+            op: 0,
+            required: end.is_some(),
+            invoke,
+            end: end.unwrap_or(usize::MAX),
+        }
+    }
+
+    /// The events are every op's call and every required op's return, in history order,
+    /// whatever order the returns come in: what sorting them all would give.
+    #[test]
+    fn events_merge_calls_and_returns_in_history_order() {
+        let ops = vec![
+            op(0, 0, Some(9)),
+            op(1, 1, None),
+            op(2, 2, Some(4)),
+            op(3, 3, Some(5)),
+            op(4, 6, None),
+            op(5, 7, Some(8)),
+            op(6, 10, Some(11)),
+        ];
+        let part = Part::new(None, ops.clone(), vec![()]);
+        assert_eq!(part.by_end, vec![2, 3, 5, 0, 6]);
+        let mut sorted: Vec<(usize, u32, bool)> = Vec::new();
+        for (i, o) in ops.iter().enumerate() {
+            sorted.push((o.invoke, i as u32, true));
+            if o.required {
+                sorted.push((o.end, i as u32, false));
+            }
+        }
+        sorted.sort_by_key(|e| (e.0, !e.2));
+        let want: Vec<(u32, bool)> = sorted.iter().map(|&(_, o, c)| (o, c)).collect();
+        let got: Vec<(u32, bool)> = part.events().collect();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 12);
+        let empty: Part<()> = Part::new(None, Vec::new(), Vec::new());
+        assert_eq!(empty.events().count(), 0);
+    }
 }

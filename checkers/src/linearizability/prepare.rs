@@ -32,29 +32,40 @@ pub(crate) fn prepare<M: Model>(
     let slots = history.pair_slots();
     let mut group_of: FxHashMap<Option<String>, usize> = FxHashMap::default();
     let mut groups: Vec<Group<M::Op>> = Vec::new();
-    for chunk in (0..slots.len()).step_by(PREPARE_CHUNK) {
-        let end = slots.len().min(chunk + PREPARE_CHUNK);
-        let translated: Vec<Translated<M::Op>> = (chunk..end)
+    let translate_chunk = |start: usize| -> Vec<Translated<M::Op>> {
+        let end = slots.len().min(start + PREPARE_CHUNK);
+        (start..end)
             .into_par_iter()
             .with_min_len(1024)
-            .map(|i| translate(model, history, split, i))
-            .collect();
-        for t in translated {
-            if let Some((key, part_op, op)) = t? {
-                let g = match group_of.get(&key) {
-                    Some(&g) => g,
-                    None => {
-                        groups.push(Group::new(key.clone()));
-                        group_of.insert(key, groups.len() - 1);
-                        groups.len() - 1
-                    }
-                };
-                groups[g].push(part_op, op);
+            .map_init(String::new, |name, i| {
+                translate(model, history, split, i, name)
+            })
+            .collect()
+    };
+    // One chunk is sorted into its groups while the next is translated, so the sorting
+    // (one thread's work) never leaves the other core idle.
+    let starts: Vec<usize> = (0..slots.len()).step_by(PREPARE_CHUNK).collect();
+    let mut pending = starts.first().map(|&start| translate_chunk(start));
+    for (k, &start) in starts.iter().enumerate() {
+        let translated = pending.take().unwrap_or_default();
+        let following = starts.get(k + 1).copied();
+        let (grouped, next) = rayon::join(
+            || group_chunk(translated, &mut group_of, &mut groups),
+            || following.map(translate_chunk),
+        );
+        grouped?;
+        pending = next;
+        if k == 0 && starts.len() > 1 {
+            // Each key's ops will likely come at the rate of the first chunk: room for
+            // them now, not by doubling (each doubling copies the key's ops so far).
+            // Capacity never touched costs address space, not memory.
+            for g in &mut groups {
+                g.ops.reserve(g.ops.len() * starts.len() / 8 * 9);
             }
         }
         // Later pairs are invoked at or after the next slot's invoke: a mapped history
         // hands back the pages before it (re-reading one later stays correct).
-        if let Some(next) = slots.get(end) {
+        if let Some(next) = slots.get(start + PREPARE_CHUNK) {
             history.release_before(next.invoke_pos);
         }
     }
@@ -64,7 +75,30 @@ pub(crate) fn prepare<M: Model>(
     }
     // Parts in key order, as before (the report names the smallest invalid key).
     groups.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(groups.into_iter().map(|g| finish(model, g)).collect())
+    Ok(groups.into_par_iter().map(|g| finish(model, g)).collect())
+}
+
+/// Sorts one chunk's translated pairs, in history order, into their keys' groups; the
+/// first pair the model rejected stops it.
+fn group_chunk<Op: Clone + Eq + std::hash::Hash>(
+    translated: Vec<Translated<Op>>,
+    group_of: &mut FxHashMap<Option<String>, usize>,
+    groups: &mut Vec<Group<Op>>,
+) -> Result<(), BadOp> {
+    for t in translated {
+        if let Some((key, part_op, op)) = t? {
+            let g = match group_of.get(&key) {
+                Some(&g) => g,
+                None => {
+                    groups.push(Group::new(key.clone()));
+                    group_of.insert(key, groups.len() - 1);
+                    groups.len() - 1
+                }
+            };
+            groups[g].push(part_op, op);
+        }
+    }
+    Ok(())
 }
 
 /// A key's ops, in history order, their model ops interned as they come.
@@ -103,18 +137,36 @@ impl<Op: Clone + Eq + std::hash::Hash> Group<Op> {
 /// take several chunks and hand back their text as they go).
 const PREPARE_CHUNK: usize = if cfg!(test) { 1 << 8 } else { 1 << 16 };
 
-/// Translates pair `i` with the model.
-fn translate<M: Model>(model: &M, history: &History, split: bool, i: usize) -> Translated<M::Op> {
-    let Some(pair) = model_pair(history, i) else {
+/// Translates pair `i` with the model. `name` is a buffer for the op's name, handed from
+/// pair to pair (one allocation a thread, not one a pair).
+fn translate<M: Model>(
+    model: &M,
+    history: &History,
+    split: bool,
+    i: usize,
+    name: &mut String,
+) -> Translated<M::Op> {
+    let Some(mut pair) = model_pair(history, i, std::mem::take(name)) else {
         return Ok(None);
     };
+    let result = translate_pair(model, &mut pair, split, i);
+    *name = std::mem::take(&mut pair.f);
+    result
+}
+
+fn translate_pair<M: Model>(
+    model: &M,
+    pair: &mut OpPair,
+    split: bool,
+    i: usize,
+) -> Translated<M::Op> {
     let completion = match pair.outcome {
         Outcome::Ok => Completion::Ok,
         Outcome::Fail => Completion::Failed,
         Outcome::Info | Outcome::Pending => Completion::Unknown,
     };
     let op = model
-        .op(&pair, completion)
+        .op(pair, completion)
         .map_err(|reason| BadOp { pair: i, reason })?;
     let Some(op) = op else { return Ok(None) };
     let required = completion != Completion::Unknown;
@@ -125,38 +177,47 @@ fn translate<M: Model>(model: &M, history: &History, split: bool, i: usize) -> T
         invoke: pair.invoke_pos,
         end: if required { pair.end_pos() } else { usize::MAX },
     };
-    let key = if split { pair.key_string() } else { None };
+    // The key moved out of the pair, not copied (a string key is the key string itself).
+    let key = match (split, pair.key.take()) {
+        (true, Some(serde_json::Value::String(s))) => Some(s),
+        (true, Some(other)) => Some(crate::history::value_key_string(&other)),
+        _ => None,
+    };
     Ok(Some((key, part_op, op)))
 }
 
 /// Pair `i` with what a [`Model::op`] reads (name, key, invoke value, effective value,
 /// outcome, positions and times), its `node` and `error` left out. Unlike
-/// [`History::pair`], a history not materialized parses only the invoke's line whole; of
-/// the completion it reads the value's text alone (and its key only when the invoke has
-/// none), so preparing a big file parses each pair's text about once, not twice.
-fn model_pair(history: &History, i: usize) -> Option<OpPair> {
+/// [`History::pair`], a history not materialized parses no line whole: its name and times
+/// come from the ops' heads, its key and values from their own text as the reader
+/// recorded it (the completion's value only for an `ok`, its key only when the invoke has
+/// none), so preparing a big file reads each op's line once, when the file is read.
+/// `f` is a buffer for the name (cleared first).
+fn model_pair(history: &History, i: usize, mut f: String) -> Option<OpPair> {
     let slot = history.pair_slots().get(i)?;
-    let inv = history.op(slot.invoke_pos)?.into_owned();
+    let inv = slot.invoke_pos;
+    f.clear();
+    f.push_str(history.op_f(inv)?);
+    let invoke_time = history.op_time(inv)?;
+    let invoke_value = history.op_value(inv)?.into_owned();
     let done_pos = slot.complete_pos.filter(|&c| history.op_time(c).is_some());
     let value = match (slot.outcome, done_pos) {
         (Outcome::Ok, Some(c)) => history.op_value(c)?.into_owned(),
-        _ => inv.value.clone(),
+        _ => invoke_value.clone(),
     };
-    let key = match (inv.key, done_pos) {
-        (Some(k), _) => Some(k),
-        (None, Some(c)) => history.op(c)?.into_owned().key,
-        (None, None) => None,
-    };
+    let key = history
+        .op_key(inv)
+        .or_else(|| done_pos.and_then(|c| history.op_key(c)));
     Some(OpPair {
         process: slot.process,
-        f: inv.f,
+        f,
         key,
-        invoke_value: inv.value,
+        invoke_value,
         value,
         outcome: slot.outcome,
-        invoke_pos: slot.invoke_pos,
+        invoke_pos: inv,
         complete_pos: slot.complete_pos,
-        invoke_time: inv.time,
+        invoke_time,
         complete_time: done_pos.and_then(|c| history.op_time(c)),
         node: None,
         error: None,
@@ -216,11 +277,7 @@ fn finish<M: Model>(model: &M, g: Group<M::Op>) -> Part<M::Op> {
         .filter_map(|&old| slots[old as usize].take())
         .collect();
     part_ops.sort_by_key(|p| p.invoke);
-    Part {
-        key,
-        ops: part_ops,
-        values,
-    }
+    Part::new(key, part_ops, values)
 }
 
 #[cfg(test)]
@@ -275,12 +332,12 @@ mod tests {
                 want.node = None;
                 want.error = None;
                 assert_eq!(
-                    super::model_pair(history, i),
+                    super::model_pair(history, i, "stale".to_string()),
                     Some(want),
                     "history {h} pair {i}"
                 );
             }
-            assert_eq!(super::model_pair(history, n), None);
+            assert_eq!(super::model_pair(history, n, String::new()), None);
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -164,15 +164,8 @@ pub(crate) fn search<M: Model>(
     // (sentinel `rhead`), whose first entry sets the focus.
     let heads = comps.map_or(1, |c| c.sizes.len());
     let focused = comps.is_some();
-    let mut events: Vec<(usize, u32, bool)> = Vec::with_capacity(2 * n);
-    for (i, o) in ops.iter().enumerate() {
-        events.push((o.invoke, i as u32, true));
-        if o.required {
-            events.push((o.end, i as u32, false));
-        }
-    }
-    events.sort_unstable_by_key(|e| (e.0, !e.2));
-    let m = 2 * heads + events.len() + 1;
+    let n_events = n + part.by_end.len();
+    let m = 2 * heads + n_events + 1;
     let rhead = m - 1;
     let mut next = vec![NIL; m];
     let mut prev = vec![NIL; m];
@@ -184,7 +177,7 @@ pub(crate) fn search<M: Model>(
     let mut is_call = vec![false; m];
     let mut call_entry = vec![NIL; n];
     let mut ret_entry = vec![NIL; n];
-    for (i, &(_, o, call)) in events.iter().enumerate() {
+    for (i, (o, call)) in part.events().enumerate() {
         let id = 2 * heads + i;
         op_of[id] = o;
         is_call[id] = call;

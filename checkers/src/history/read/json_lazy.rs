@@ -75,6 +75,7 @@ struct Chunk {
     heads: Vec<OpHead>,
     lines: Vec<Span>,
     values: Vec<Span>,
+    keys: Vec<Span>,
     /// Names in this chunk; `heads[..].f` index it until merged.
     names: NameTable,
     /// Lines in the chunk (blank ones included), for numbering later chunks' lines.
@@ -151,7 +152,8 @@ impl ChunkIndices {
 const CHUNK_BYTES: usize = 1 << 20;
 
 /// Chunks parsed (in parallel) before their tables are merged and their text released.
-const BATCH_CHUNKS: usize = 64;
+/// A batch is merged while the next is parsed, so two are held at once.
+const BATCH_CHUNKS: usize = 32;
 
 /// Byte offsets splitting `bytes` into chunks that end just after a newline (or at the end).
 fn chunk_bounds(bytes: &[u8]) -> Vec<usize> {
@@ -223,15 +225,16 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
         ));
         out.lines.push(span(line));
         out.values.push(light.value.map(span).unwrap_or_default());
+        out.keys.push(light.key.map(span).unwrap_or_default());
     }
     out
 }
 
 /// Reads JSON Lines, keeping `text` as the history's source.
 ///
-/// Chunks of lines are parsed in parallel a batch at a time; each batch is merged (its
-/// chunks' tables freed) and its text released (a mapped file's pages handed back)
-/// before the next, so neither is ever held twice or whole.
+/// Chunks of lines are parsed in parallel a batch at a time, their text released (a
+/// mapped file's pages handed back) as they are parsed; each batch is merged (its chunks'
+/// tables freed) while the next is parsed, so neither is ever held whole.
 pub(crate) fn read_json_lines_lazy(
     text: Text,
     ctx: &ParseContext,
@@ -248,8 +251,8 @@ pub(crate) fn read_json_lines_lazy(
     // The indices the ops carried, kept (from the first chunk whose ops do not carry
     // their positions) only when they are not simply the positions.
     let mut indices: Option<Vec<u64>> = None;
-    for batch in windows.chunks(BATCH_CHUNKS) {
-        let chunks: Vec<Option<Chunk>> = batch
+    let parse_batch = |batch: &[(usize, usize)]| -> Vec<Option<Chunk>> {
+        batch
             .par_iter()
             .map(|&(start, end)| {
                 let chunk = std::str::from_utf8(&bytes[start..end])
@@ -258,44 +261,62 @@ pub(crate) fn read_json_lines_lazy(
                 text.release(start..end);
                 chunk
             })
-            .collect();
-        for chunk in chunks {
-            let Some(chunk) = chunk else {
-                return Err(super::not_utf8(bytes, ctx));
-            };
-            if let Some((line, reason)) = chunk.error {
-                // Text in memory was checked whole when read, a mapped file's is checked
-                // here: invalid UTF-8 anywhere is reported as reading it whole would.
-                if matches!(text, Text::Mapped(_)) && std::str::from_utf8(bytes).is_err() {
-                    return Err(super::not_utf8(bytes, ctx));
+            .collect()
+    };
+    // One batch is merged (one thread's work) while the next is parsed.
+    let batches: Vec<&[(usize, usize)]> = windows.chunks(BATCH_CHUNKS).collect();
+    let mut pending = batches.first().map(|b| parse_batch(b));
+    for k in 0..batches.len() {
+        let chunks = pending.take().unwrap_or_default();
+        let following = batches.get(k + 1).copied();
+        let (merged, next) = rayon::join(
+            || -> Result<(), HistoryError> {
+                for chunk in chunks {
+                    let Some(chunk) = chunk else {
+                        return Err(super::not_utf8(bytes, ctx));
+                    };
+                    if let Some((line, reason)) = chunk.error {
+                        // Text in memory was checked whole when read, a mapped file's is
+                        // checked here: invalid UTF-8 anywhere is reported as reading it
+                        // whole would.
+                        if matches!(text, Text::Mapped(_)) && std::str::from_utf8(bytes).is_err() {
+                            return Err(super::not_utf8(bytes, ctx));
+                        }
+                        return Err(ctx.error(lines_before + line + 1, reason));
+                    }
+                    let at = heads.len();
+                    if indices.is_none() && !chunk.indices.is_positions(at) {
+                        let mut ix = Vec::with_capacity(at + chunk.heads.len());
+                        ix.extend(0..at as u64);
+                        indices = Some(ix);
+                    }
+                    if let Some(ix) = &mut indices {
+                        chunk.indices.extend_into(at, chunk.heads.len(), ix);
+                    }
+                    unnamed.extend(
+                        chunk
+                            .unnamed
+                            .iter()
+                            .map(|&(n, line)| (at + n, lines_before + line + 1)),
+                    );
+                    lines_before += chunk.line_count;
+                    let ids: Vec<u32> = chunk.names.names.iter().map(|n| names.intern(n)).collect();
+                    heads.extend(chunk.heads.into_iter().map(|mut h| {
+                        h.f = ids[h.f as usize];
+                        h
+                    }));
+                    for ((line, value), key) in
+                        chunk.lines.into_iter().zip(chunk.values).zip(chunk.keys)
+                    {
+                        spans.push(line, value, key);
+                    }
                 }
-                return Err(ctx.error(lines_before + line + 1, reason));
-            }
-            let at = heads.len();
-            if indices.is_none() && !chunk.indices.is_positions(at) {
-                let mut ix = Vec::with_capacity(at + chunk.heads.len());
-                ix.extend(0..at as u64);
-                indices = Some(ix);
-            }
-            if let Some(ix) = &mut indices {
-                chunk.indices.extend_into(at, chunk.heads.len(), ix);
-            }
-            unnamed.extend(
-                chunk
-                    .unnamed
-                    .iter()
-                    .map(|&(n, line)| (at + n, lines_before + line + 1)),
-            );
-            lines_before += chunk.line_count;
-            let ids: Vec<u32> = chunk.names.names.iter().map(|n| names.intern(n)).collect();
-            heads.extend(chunk.heads.into_iter().map(|mut h| {
-                h.f = ids[h.f as usize];
-                h
-            }));
-            for (line, value) in chunk.lines.into_iter().zip(chunk.values) {
-                spans.push(line, value);
-            }
-        }
+                Ok(())
+            },
+            || following.map(parse_batch),
+        );
+        merged?;
+        pending = next;
     }
     let source = LineSource::new(text, spans);
     if !unnamed.is_empty() {
