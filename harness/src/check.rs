@@ -22,6 +22,118 @@ pub fn checkers_for_workload(
     }
 }
 
+/// Ops per block of a pass over every operation: each block runs in parallel and a
+/// mapped file's pages before the next block go back after it, so a pass over a
+/// history near the size of memory keeps about one block's text resident.
+const PASS_BLOCK: usize = 1 << 20;
+
+/// The history's pair slots in blocks of [`PASS_BLOCK`], in order; `done(block)` is
+/// called after each with the blocks' results, and the text before the next block is
+/// released. Stops early when `done` returns true.
+fn in_blocks<'h, T: Send>(
+    history: &'h History,
+    block_ops: usize,
+    per_block: impl Fn(&'h [splitbrain_checkers::history::PairSlot]) -> T + Sync,
+    mut done: impl FnMut(T) -> bool,
+) {
+    let slots = history.pair_slots();
+    for (i, block) in slots.chunks(block_ops).enumerate() {
+        if done(per_block(block)) {
+            break;
+        }
+        let next = slots.get((i + 1) * block_ops).map(|s| s.invoke_pos);
+        history.release_before(next.unwrap_or(history.len()));
+    }
+    history.release_before(history.len());
+}
+
+/// Per kind of operation (client `f`, and `txn:NAME` per micro-op kind inside
+/// transactions): how many ops invoked it and how many observed it. Counted in parallel
+/// over ranges of the history, names borrowed from it: at 10M transactions this pass
+/// costs as much as reading the file.
+fn observed_kinds(
+    history: &History,
+    opts: &CheckOptions,
+    block_ops: usize,
+) -> std::collections::BTreeMap<String, (u64, u64)> {
+    use rayon::prelude::*;
+    use splitbrain_checkers::Outcome;
+    use std::collections::HashMap;
+    #[derive(Default)]
+    struct Tally<'h> {
+        fs: HashMap<&'h str, (u64, u64)>,
+        micro: HashMap<std::borrow::Cow<'h, str>, (u64, u64)>,
+    }
+    fn merge<K: std::hash::Hash + Eq>(
+        into: &mut HashMap<K, (u64, u64)>,
+        from: HashMap<K, (u64, u64)>,
+    ) {
+        for (k, (i, o)) in from {
+            let e = into.entry(k).or_default();
+            e.0 += i;
+            e.1 += o;
+        }
+    }
+    let chunk = (block_ops / (rayon::current_num_threads() * 8)).max(4096);
+    let mut tally = Tally::default();
+    in_blocks(
+        history,
+        block_ops,
+        |block| {
+            block
+                .par_chunks(chunk)
+                .map(|part| {
+                    let mut t = Tally::default();
+                    for s in part {
+                        let f = history.op_f(s.invoke_pos).unwrap_or("");
+                        let observed = match s.outcome {
+                            Outcome::Ok => true,
+                            Outcome::Fail => opts.failed_cas_observed && f == "cas",
+                            Outcome::Info | Outcome::Pending => false,
+                        };
+                        let k = t.fs.entry(f).or_default();
+                        k.0 += 1;
+                        k.1 += u64::from(observed);
+                        if f != "txn" {
+                            continue;
+                        }
+                        for m in history.op_micro_op_names_borrowed(s.invoke_pos) {
+                            t.micro.entry(m).or_default().0 += 1;
+                        }
+                        if let (Outcome::Ok, Some(c)) = (s.outcome, s.complete_pos) {
+                            for m in history.op_micro_op_names_borrowed(c) {
+                                t.micro.entry(m).or_default().1 += 1;
+                            }
+                        }
+                    }
+                    t
+                })
+                .reduce(Tally::default, |mut a, b| {
+                    merge(&mut a.fs, b.fs);
+                    merge(&mut a.micro, b.micro);
+                    a
+                })
+        },
+        |t| {
+            merge(&mut tally.fs, t.fs);
+            merge(&mut tally.micro, t.micro);
+            false
+        },
+    );
+    let fs = tally.fs.into_iter().map(|(f, n)| (f.to_string(), n));
+    let micro = tally
+        .micro
+        .into_iter()
+        .map(|(m, n)| (format!("txn:{m}"), n));
+    let mut kinds = std::collections::BTreeMap::new();
+    for (k, (i, o)) in fs.chain(micro) {
+        let e: &mut (u64, u64) = kinds.entry(k).or_default();
+        e.0 += i;
+        e.1 += o;
+    }
+    kinds
+}
+
 /// No hollow passes: a test in which some kind of operation never succeeded (a cluster
 /// that never served a read) proves nothing about it, so it is `unknown`, naming the kinds.
 /// Kinds are client `f`s and, inside transactions, micro-op kinds (`r`, `w`, `append`):
@@ -29,33 +141,7 @@ pub fn checkers_for_workload(
 /// definite failure is an observation where the checker takes it as one (a failed `cas`
 /// under `--failed-cas observed`). `None` when every kind was observed at least once.
 pub fn hollow_run(history: &History, opts: &CheckOptions) -> Option<CheckResult> {
-    use splitbrain_checkers::Outcome;
-    use std::collections::BTreeMap;
-    // kind -> (invoked, observed)
-    let mut kinds: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for s in history.pair_slots() {
-        let f = history.op_f(s.invoke_pos).unwrap_or("");
-        let observed = match s.outcome {
-            Outcome::Ok => true,
-            Outcome::Fail => opts.failed_cas_observed && f == "cas",
-            Outcome::Info | Outcome::Pending => false,
-        };
-        let k = kinds.entry(f.to_string()).or_default();
-        k.0 += 1;
-        k.1 += u64::from(observed);
-        if f != "txn" {
-            continue;
-        }
-        let micro_kinds = |pos: usize| history.op_micro_op_names(pos);
-        for m in micro_kinds(s.invoke_pos) {
-            kinds.entry(format!("txn:{m}")).or_default().0 += 1;
-        }
-        if let (Outcome::Ok, Some(c)) = (s.outcome, s.complete_pos) {
-            for m in micro_kinds(c) {
-                kinds.entry(format!("txn:{m}")).or_default().1 += 1;
-            }
-        }
-    }
+    let kinds = observed_kinds(history, opts, PASS_BLOCK);
     if kinds.is_empty() {
         return Some(CheckResult::new(
             "hollow-run",
@@ -114,16 +200,31 @@ pub fn check_history(
 
 /// Guesses which checker fits a history from the shape of its ops.
 pub fn infer_workload(history: &History) -> &'static str {
+    infer_workload_in_blocks(history, PASS_BLOCK)
+}
+
+fn infer_workload_in_blocks(history: &History, block_ops: usize) -> &'static str {
     // Slots and op names only: never materialize every op's value for a guess.
     let slots = history.pair_slots();
     let has = |f: &str| slots.iter().any(|s| history.op_f(s.invoke_pos) == Some(f));
     if has("txn") {
-        let appends = slots.iter().any(|s| {
-            history.op_value(s.invoke_pos).is_some_and(|v| {
-                v.as_array()
-                    .is_some_and(|mops| mops.iter().any(|m| m[0] == "append"))
-            })
-        });
+        // Every op is looked at when none appends (an rw-register history), so in
+        // parallel and by micro-op names, without building each value.
+        use rayon::prelude::*;
+        let mut appends = false;
+        in_blocks(
+            history,
+            block_ops,
+            |block| {
+                block
+                    .par_iter()
+                    .any(|s| history.op_has_micro_op(s.invoke_pos, "append"))
+            },
+            |found| {
+                appends = found;
+                found
+            },
+        );
         return if appends {
             "list-append"
         } else {
@@ -273,9 +374,13 @@ pub fn read_json_if_there(path: &Path) -> anyhow::Result<Option<serde_json::Valu
 
 #[cfg(test)]
 mod tests {
-    use super::{hollow_run, write_outputs, CheckOptions};
+    use super::{
+        hollow_run, infer_workload_in_blocks, observed_kinds, write_outputs, CheckOptions,
+        PASS_BLOCK,
+    };
     use serde_json::json;
     use splitbrain_checkers::{History, Op, OpType, Process, Validity};
+    use std::path::Path;
 
     fn pair(p: u64, f: &str, done: OpType) -> [Op; 2] {
         [
@@ -350,6 +455,44 @@ mod tests {
             json!([["r", 1, [1]]]),
         ));
         assert_eq!(hollow_run(&History::new(ops).unwrap(), &opts), None);
+    }
+
+    /// The passes over every op read a file's text in blocks, releasing pages between
+    /// them: blocks of two ops must count what one block counts, and an append seen
+    /// only in the last block still makes a list-append history.
+    #[test]
+    fn passes_in_blocks_count_what_one_pass_counts() {
+        let mut text = String::new();
+        let line = |text: &mut String, p: u64, ty: &str, v: &str| {
+            text.push_str(&format!(
+                "{{\"process\": {p}, \"type\": \"{ty}\", \"f\": \"txn\", \"value\": {v}}}\n"
+            ))
+        };
+        for p in 0..5 {
+            line(&mut text, p, "invoke", r#"[["r", 1, null], ["w", 1, 2]]"#);
+            let done = if p == 3 { "fail" } else { "ok" };
+            line(&mut text, p, done, r#"[["r", 1, 1], ["w", 1, 2]]"#);
+        }
+        let rw = splitbrain_checkers::history::read::read_str(&text, Path::new("h.jsonl"), None)
+            .unwrap();
+        line(&mut text, 9, "invoke", r#"[["append", 1, 3]]"#);
+        line(&mut text, 9, "info", "null");
+        let la = splitbrain_checkers::history::read::read_str(&text, Path::new("h.jsonl"), None)
+            .unwrap();
+        let opts = CheckOptions::default();
+        for h in [&rw, &la] {
+            let whole = observed_kinds(h, &opts, PASS_BLOCK);
+            assert_eq!(observed_kinds(h, &opts, 2), whole);
+            assert_eq!(observed_kinds(h, &opts, 1), whole);
+        }
+        let whole = observed_kinds(&la, &opts, PASS_BLOCK);
+        assert_eq!(whole["txn"], (6, 4));
+        assert_eq!(whole["txn:r"], (5, 4));
+        assert_eq!(whole["txn:append"], (1, 0));
+        assert_eq!(infer_workload_in_blocks(&rw, 2), "rw-register");
+        assert_eq!(infer_workload_in_blocks(&la, 2), "list-append");
+        assert_eq!(infer_workload_in_blocks(&la, PASS_BLOCK), "list-append");
+        assert!(hollow_run(&la, &opts).is_some(), "append never committed");
     }
 
     #[test]

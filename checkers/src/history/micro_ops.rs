@@ -6,6 +6,7 @@
 use super::{History, ValueRef};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 
 /// A JSON scalar (null, bool, number, string) in a place where only arrays count.
@@ -37,6 +38,16 @@ impl History {
     /// first element of each array inside the value when that is a string. Empty when the
     /// value is not an array (or is absent).
     pub fn op_micro_op_names(&self, pos: usize) -> Vec<String> {
+        self.op_micro_op_names_borrowed(pos)
+            .into_iter()
+            .map(Cow::into_owned)
+            .collect()
+    }
+
+    /// [`History::op_micro_op_names`] borrowing the names from the history where it can
+    /// (a name without escapes in the text, or a parsed value's): one allocation per op,
+    /// for passes over every transaction.
+    pub fn op_micro_op_names_borrowed(&self, pos: usize) -> Vec<Cow<'_, str>> {
         let mut names = match self.value_ref(pos) {
             Some(ValueRef::Json(v)) => names_of_value(v),
             Some(ValueRef::Text(t)) => {
@@ -45,7 +56,10 @@ impl History {
                     Ok(names) => names,
                     // Every line was validated when read, so this is not reached; the
                     // parsed value gives the same answer if it ever is.
-                    Err(_) => names_of_value(&serde_json::from_str(t).unwrap_or(Value::Null)),
+                    Err(_) => names_of_value(&serde_json::from_str(t).unwrap_or(Value::Null))
+                        .into_iter()
+                        .map(|n| Cow::Owned(n.into_owned()))
+                        .collect(),
                 }
             }
             None => Vec::new(),
@@ -56,12 +70,31 @@ impl History {
     }
 }
 
+impl History {
+    /// Whether the value of the op at `pos` has a micro-op named `name`, as
+    /// [`History::op_micro_op_names`] would say, but a text without the quoted name (and
+    /// without escapes, which could spell it otherwise) is answered without parsing it.
+    pub fn op_has_micro_op(&self, pos: usize, name: &str) -> bool {
+        if let Some(ValueRef::Text(t)) = self.value_ref(pos) {
+            let quoted = t
+                .match_indices(name)
+                .any(|(i, _)| t[..i].ends_with('"') && t[i + name.len()..].starts_with('"'));
+            if !quoted && !t.contains('\\') {
+                return false;
+            }
+        }
+        self.op_micro_op_names_borrowed(pos)
+            .iter()
+            .any(|m| m == name)
+    }
+}
+
 /// The names of a parsed value, the definition the text reader must agree with.
-fn names_of_value(v: &Value) -> Vec<String> {
+fn names_of_value(v: &Value) -> Vec<Cow<'_, str>> {
     v.as_array()
         .map(|mops| {
             mops.iter()
-                .filter_map(|m| m.get(0).and_then(Value::as_str).map(str::to_string))
+                .filter_map(|m| m.get(0).and_then(Value::as_str).map(Cow::Borrowed))
                 .collect()
         })
         .unwrap_or_default()
@@ -71,18 +104,18 @@ fn names_of_value(v: &Value) -> Vec<String> {
 struct TxnNames;
 
 impl<'de> Visitor<'de> for TxnNames {
-    type Value = Vec<String>;
+    type Value = Vec<Cow<'de, str>>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut names = Vec::new();
         while let Some(name) = seq.next_element_seed(MicroName)? {
             names.extend(name);
         }
         Ok(names)
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Vec<String>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         drain_map(map).map(|()| Vec::new())
     }
     scalars_are!(Vec::new());
@@ -92,26 +125,72 @@ impl<'de> Visitor<'de> for TxnNames {
 struct MicroName;
 
 impl<'de> serde::de::DeserializeSeed<'de> for MicroName {
-    type Value = Option<String>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
+    type Value = Option<Cow<'de, str>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for MicroName {
-    type Value = Option<String>;
+    type Value = Option<Cow<'de, str>>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<String>, A::Error> {
-        let first: Option<Value> = seq.next_element()?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let first = seq.next_element_seed(FirstName)?.flatten();
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(first.and_then(|v| v.as_str().map(str::to_string)))
+        Ok(first)
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<String>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         drain_map(map).map(|()| None)
     }
     scalars_are!(None);
+}
+
+/// A micro-op's first element: its text when it is a string (borrowed when it has no
+/// escapes), nothing for any other value, which is skipped without being built.
+struct FirstName;
+
+impl<'de> serde::de::DeserializeSeed<'de> for FirstName {
+    type Value = Option<Cow<'de, str>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FirstName {
+    type Value = Option<Cow<'de, str>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(s)))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(s.to_string())))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        drain_map(map).map(|()| None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
 }
 
 fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
@@ -162,12 +241,29 @@ mod tests {
         let mut seen_names = 0;
         for (pos, from_text) in from_text.iter().enumerate() {
             let from_value = parsed.op_micro_op_names(pos);
-            let mut expected = names_of_value(&serde_json::from_str(values[pos / 2]).unwrap());
+            let value: Value = serde_json::from_str(values[pos / 2]).unwrap();
+            let mut expected = names_of_value(&value);
             expected.sort();
             expected.dedup();
             assert_eq!(from_text, &expected, "value {}", values[pos / 2]);
+            assert_eq!(
+                lazy.op_micro_op_names_borrowed(pos),
+                expected,
+                "value {}",
+                values[pos / 2]
+            );
             assert_eq!(from_value, expected, "value {}", values[pos / 2]);
             seen_names += from_text.len();
+        }
+        for pos in 0..2 * values.len() {
+            for name in ["append", "r", "w", "r\"q", "nested"] {
+                assert_eq!(
+                    lazy.op_has_micro_op(pos, name),
+                    from_text[pos].iter().any(|m| m == name),
+                    "{name} in value {}",
+                    values[pos / 2]
+                );
+            }
         }
         // The cases must exercise names, not only empty answers.
         assert_eq!(seen_names, 8);

@@ -298,7 +298,7 @@ impl History {
 
     /// Tells the history that a pass is done with the ops before `pos`: a history mapped
     /// from a big file hands their pages back. Reading them later stays correct.
-    pub(crate) fn release_before(&self, pos: usize) {
+    pub fn release_before(&self, pos: usize) {
         if let Some(s) = &self.source {
             s.release_before(pos);
         }

@@ -63,6 +63,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
     timer.lap("read");
     let history_path = stored.history.clone();
     let (name, checkers) = select_checkers(&a.selection, &history, &stored, &check)?;
+    timer.lap("select");
     let mut results = check_history(&history, &checkers, &check, stored.test.as_ref());
     timer.lap("check");
     if a.path.is_dir() {
