@@ -15,6 +15,7 @@
 pub mod bench;
 pub mod check;
 pub mod check_options;
+pub mod cli;
 pub mod fault_coverage;
 pub mod maelstrom;
 pub mod remote;

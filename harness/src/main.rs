@@ -1,12 +1,13 @@
 //! The `splitbrain` command line: `test`, `check`, `shrink`, `list`, `bench`, `compare`, `serve`,
-//! `suite`, `report` (one file per command under `cli/`).
+//! `suite`, `report` (one file per command under the library's `cli/`; this file only
+//! parses, sets SIGPIPE for filters and maps the result to an exit code, so the binary is a
+//! link step in the build).
 //!
 //! Exit codes (DESIGN.md): 0 valid, 1 invalid, 2 usage error, 3 unknown, 4 the harness or
 //! the system under test could not run.
 
-mod cli;
-
 use clap::Parser;
+use splitbrain::cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -68,7 +68,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value = "bench-tail.html")]
     html: PathBuf,
     /// Share of the measured capacity offered in every cell (tail bench).
-    #[arg(long, default_value_t = splitbrain::bench::tail::LOAD_SHARE)]
+    #[arg(long, default_value_t = crate::bench::tail::LOAD_SHARE)]
     load_share: f64,
     /// Take this capacity (ok ops/s) instead of measuring it (tail bench), to rerun some
     /// cells at an earlier run's load.
@@ -85,7 +85,7 @@ pub(crate) struct BenchArgs {
     )]
     policies: Vec<String>,
     /// Concurrent clients of every cell (tail bench); the capacity is measured with 16.
-    #[arg(long, default_value_t = splitbrain::bench::tail::CELL_CLIENTS)]
+    #[arg(long, default_value_t = crate::bench::tail::CELL_CLIENTS)]
     clients: usize,
     /// Rounds of the tail bench: every cell runs this many times, interleaved, and shows
     /// its median run by p99 beside every run's p99.
@@ -132,7 +132,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             let dir = tempfile_dir()?;
             let path = dir.join("bench-history.jsonl");
             let rt = runtime()?;
-            let r = rt.block_on(splitbrain::bench::controller::controller_throughput(
+            let r = rt.block_on(crate::bench::controller::controller_throughput(
                 a.processes,
                 Duration::from_secs_f64(a.seconds),
                 &path,
@@ -169,10 +169,10 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
             Ok(0)
         }
         "converge" => {
-            let binary = splitbrain::run::programs::find_binary(None, "splitbrain-bayou")?;
+            let binary = crate::run::programs::find_binary(None, "splitbrain-bayou")?;
             let dir = tempfile_dir()?;
             let rt = runtime()?;
-            let table = rt.block_on(splitbrain::bench::converge::run_table(
+            let table = rt.block_on(crate::bench::converge::run_table(
                 binary,
                 &[25, 50, 100, 200, 500],
                 a.writes,
@@ -194,7 +194,7 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> anyhow::Result<u8> {
 /// `bench tail`: read policies of the KV store under slow-server faults (Markdown on
 /// stdout, the page with the quantile charts at `html`).
 fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
-    use splitbrain::bench::tail::POLICIES;
+    use crate::bench::tail::POLICIES;
     if let Some(p) = a.policies.iter().find(|p| !POLICIES.contains(&p.as_str())) {
         bail!(usage(format!(
             "--policies: unknown policy {p:?}; expected some of {}",
@@ -226,12 +226,12 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
     }
     let html = a.html.as_path();
     let dir = tempfile_dir()?;
-    let opts = splitbrain::bench::tail::TailOptions {
+    let opts = crate::bench::tail::TailOptions {
         cell_s: a.cell_seconds,
         store: a
             .store
             .clone()
-            .unwrap_or_else(|| splitbrain::bench::tail::scratch_store(&dir)),
+            .unwrap_or_else(|| crate::bench::tail::scratch_store(&dir)),
         seed: 1,
         hedge_floor_ms: a.hedge_floor_ms,
         load_share: a.load_share,
@@ -242,7 +242,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
         runs: a.runs,
         hosts: a.hosts.clone(),
     };
-    let report = runtime()?.block_on(splitbrain::bench::tail::run(&opts));
+    let report = runtime()?.block_on(crate::bench::tail::run(&opts));
     let _ = std::fs::remove_dir_all(&dir);
     let report = report?;
     print!("{}", report.markdown());
@@ -257,7 +257,7 @@ fn tail(a: &BenchArgs) -> anyhow::Result<u8> {
 
 /// `bench maelstrom`: routing alone, then round trips through a real echo node (Markdown).
 fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
-    use splitbrain::bench::maelstrom as bench;
+    use crate::bench::maelstrom as bench;
     let mut t = Table::new(["what", "messages", "seconds", "messages/s", "per message"]);
     let r = bench::routing_only(1_000_000);
     t.row([
@@ -295,7 +295,7 @@ fn maelstrom(a: &BenchArgs) -> anyhow::Result<u8> {
 
 /// `bench limit FILE`: generate it when asked, then raw read, bare parse, check.
 fn limit(a: &BenchArgs) -> anyhow::Result<u8> {
-    use splitbrain::bench::limit::{self as bl, Generated};
+    use crate::bench::limit::{self as bl, Generated};
     let Some(file) = &a.file else {
         bail!(usage("bench limit needs a history FILE"));
     };
@@ -367,7 +367,7 @@ fn linearizable_scale(a: &BenchArgs) -> anyhow::Result<u8> {
     let mut cells = Vec::new();
     for (size, info, corrupt) in plan {
         let cell =
-            splitbrain::bench::controller::linearizable_scale_cell(&exe, &dir, size, info, corrupt);
+            crate::bench::controller::linearizable_scale_cell(&exe, &dir, size, info, corrupt);
         let cell = match cell {
             Ok(c) => c,
             Err(e) => {
@@ -386,9 +386,9 @@ fn linearizable_scale(a: &BenchArgs) -> anyhow::Result<u8> {
     let _ = std::fs::remove_dir_all(&dir);
     print!(
         "{}",
-        splitbrain::bench::controller::scale_table(&cells, load.trim())
+        crate::bench::controller::scale_table(&cells, load.trim())
     );
-    let expected = |c: &splitbrain::bench::controller::ScaleCell| {
+    let expected = |c: &crate::bench::controller::ScaleCell| {
         c.verdict == if c.corrupt { "INVALID" } else { "valid" }
     };
     Ok(if cells.iter().all(expected) { 0 } else { 1 })
@@ -405,7 +405,7 @@ fn online(a: &BenchArgs) -> anyhow::Result<u8> {
     let exe = std::env::current_exe()?;
     let dir = tempfile_dir()?;
     let duration = Duration::from_secs_f64(a.duration);
-    let runs = splitbrain::bench::online::run_bench(
+    let runs = crate::bench::online::run_bench(
         &exe,
         &dir,
         duration,
@@ -424,7 +424,7 @@ fn online(a: &BenchArgs) -> anyhow::Result<u8> {
     );
     let _ = std::fs::remove_dir_all(&dir);
     let runs = runs?;
-    print!("{}", splitbrain::bench::online::table(&runs, duration));
+    print!("{}", crate::bench::online::table(&runs, duration));
     Ok(if runs.iter().all(|r| r.code.is_some()) {
         0
     } else {

@@ -2,11 +2,11 @@
 
 use super::checker_selection::{load, select_checkers, CheckerSelection};
 use super::verdict_code;
+use crate::check::{check_history, write_outputs};
+use crate::check_options::CheckFlags;
+use crate::run::store::record_recheck;
 use anyhow::Context;
 use clap::Args;
-use splitbrain::check::{check_history, write_outputs};
-use splitbrain::check_options::CheckFlags;
-use splitbrain::run::store::record_recheck;
 use splitbrain_reports::{history_stats, junit_xml, summary_table, RunSummary};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -73,12 +73,7 @@ pub(crate) fn cmd_check(a: CheckArgs) -> anyhow::Result<u8> {
             .as_ref()
             .and_then(|t| t["concurrency"].as_u64())
             .unwrap_or(1) as usize;
-        splitbrain::systems::postgres::evidence::annotate(
-            &mut results,
-            &history,
-            &a.path,
-            concurrency,
-        );
+        crate::systems::postgres::evidence::annotate(&mut results, &history, &a.path, concurrency);
     }
     let run_dir = a.path.is_dir().then(|| a.path.display().to_string());
     let mut summary = RunSummary::new(

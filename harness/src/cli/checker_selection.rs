@@ -2,11 +2,11 @@
 //! `check` and `shrink` choose them alike.
 
 use super::usage;
-use clap::Args;
-use splitbrain::check::{
+use crate::check::{
     checkers_for_workload, infer_workload, locate_history, CheckOptions, StoredRun,
 };
-use splitbrain::check_options::CheckFlags;
+use crate::check_options::CheckFlags;
+use clap::Args;
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_checkers::{Checker, History};
 use std::path::Path;

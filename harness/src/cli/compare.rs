@@ -2,8 +2,8 @@
 //! baseline named.
 
 use super::usage;
+use crate::run::store::{load_run, StoredRunError};
 use clap::Args;
-use splitbrain::run::store::{load_run, StoredRunError};
 use splitbrain_reports::{compare, ComparedRun, RegressionBounds};
 use std::path::{Path, PathBuf};
 

@@ -17,7 +17,7 @@ pub(crate) fn list_text() -> String {
     let mut out = String::new();
     // A target's read modes, workloads and bugs stand under it, two spaces further in.
     let mut targets = Vec::new();
-    for t in splitbrain::systems::all() {
+    for t in crate::systems::all() {
         targets.push((t.name().to_string(), t.description().to_string()));
         if !t.read_modes().is_empty() {
             targets.push(("  read modes:".into(), t.read_modes().join(", ")));
@@ -43,7 +43,7 @@ pub(crate) fn list_text() -> String {
          services lin-kv, seq-kv, lww-kv, lin-tso; e.g. examples/maelstrom/"
             .into(),
     ));
-    let names: Vec<&str> = splitbrain::maelstrom::workloads::WORKLOADS
+    let names: Vec<&str> = crate::maelstrom::workloads::WORKLOADS
         .iter()
         .map(|(n, _)| *n)
         .collect();
@@ -53,7 +53,7 @@ pub(crate) fn list_text() -> String {
     section(
         &mut out,
         "workloads:",
-        splitbrain::workload::registry::all()
+        crate::workload::registry::all()
             .iter()
             .map(|w| (w.name().to_string(), w.description().to_string())),
     );

@@ -1,5 +1,5 @@
-//! Command-line definitions and the commands behind them.
-
+//! Command-line definitions and the commands behind them (in the library, so that the
+//! binary is a thin `main`).
 //!
 //! One file per command (`test`, `check`, `bench`, `list`); the check flags that `test`
 //! and `check` share are the library's `check_options::CheckFlags`.
@@ -56,7 +56,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a test against a real cluster and check it.
-    Test(Box<splitbrain::run::entry::TestFlags>),
+    Test(Box<crate::run::entry::TestFlags>),
     /// Check a recorded history (a run directory or a history file in any format).
     Check(check::CheckArgs),
     /// List targets, workloads, models, nemeses and bugs.

@@ -1,9 +1,9 @@
 //! `splitbrain report RUN`: re-render a run directory's report.html from what the run
 //! stored (history.jsonl, results.json, test.json), without checking again.
 
+use crate::check::{read_json_if_there, shrunk_files};
 use anyhow::Context;
 use clap::Args;
-use splitbrain::check::{read_json_if_there, shrunk_files};
 use splitbrain_checkers::history::read::read_path;
 use splitbrain_reports::{render_html_with_shrunk, RunSummary};
 use std::path::{Path, PathBuf};

@@ -38,7 +38,7 @@ pub(crate) fn cmd_serve(a: ServeArgs) -> anyhow::Result<u8> {
                 stop.cancel();
             }
         });
-        splitbrain::serve::serve(&a.store, listener, cancel)
+        crate::serve::serve(&a.store, listener, cancel)
             .await
             .context("serving the store")
     })?;

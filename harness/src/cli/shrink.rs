@@ -3,10 +3,10 @@
 
 use super::checker_selection::{load, select_checkers, CheckerSelection};
 use super::usage;
+use crate::check::{write_outputs, StoredRun};
+use crate::check_options::CheckFlags;
 use anyhow::Context;
 use clap::Args;
-use splitbrain::check::{write_outputs, StoredRun};
-use splitbrain::check_options::CheckFlags;
 use splitbrain_checkers::history::write::write_json_lines;
 use splitbrain_checkers::shrink::{shrink, FailureClass, ShrinkBounds, Shrunk};
 use splitbrain_checkers::{CheckResult, Checker, History, Validity};

@@ -1,6 +1,6 @@
 //! `splitbrain shrink RUN_DIR`: replays a stored failing run against a live cluster to
 //! find the smallest fault plan and the shortest, lightest run that still fail the same
-//! way (`splitbrain::schedule_shrink`), then shrinks the history of its last failing
+//! way (`crate::schedule_shrink`), then shrinks the history of its last failing
 //! replay as `shrink --history` does. Everything goes to `RUN_DIR/shrunk/`.
 
 use super::checker_selection::{load, select_checkers};
@@ -8,13 +8,13 @@ use super::report::render_run_report;
 use super::shrink::{shrink_first_failure, ShrinkArgs};
 use super::test::run_blocking;
 use super::{usage, verdict_code};
-use anyhow::Context;
-use splitbrain::check_options::CheckOptions;
-use splitbrain::run::spec::TestSpec;
-use splitbrain::schedule_shrink::{
+use crate::check_options::CheckOptions;
+use crate::run::spec::TestSpec;
+use crate::schedule_shrink::{
     plan_of_spec, shrink_schedule, steps_table, Candidate, Outcome, Replay, Replayer,
     ScheduleBounds,
 };
+use anyhow::Context;
 use splitbrain_checkers::shrink::FailureClass;
 use splitbrain_checkers::{CheckResult, Checker, Validity};
 use splitbrain_reports::{repeat_command, RunSummary};

@@ -7,15 +7,15 @@
 
 use super::test::run_blocking;
 use super::{usage, EXIT_COULD_NOT_RUN};
-use anyhow::Context;
-use clap::Args;
-use splitbrain::check_options::CheckOptions;
-use splitbrain::run::entry::resolve;
-use splitbrain::run::spec::TestSpec;
-use splitbrain::suite::{
+use crate::check_options::CheckOptions;
+use crate::run::entry::resolve;
+use crate::run::spec::TestSpec;
+use crate::suite::{
     evidence_points, history_times, judge_run, junit_xml, markdown, parse_suite, terminal_table,
     time_to_detect, Cell, CellReport, RunReport, Suite, SuiteReport, BUILT_IN,
 };
+use anyhow::Context;
+use clap::Args;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};

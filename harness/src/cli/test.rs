@@ -1,10 +1,10 @@
 //! `splitbrain test`: run a test against a real cluster and check it.
 
 use super::{runtime, usage, verdict_code, EXIT_COULD_NOT_RUN};
-use splitbrain::check_options::CheckOptions;
-use splitbrain::run::controller::RunOutcome;
-use splitbrain::run::entry::{resolve, run, TestFlags};
-use splitbrain::run::spec::TestSpec;
+use crate::check_options::CheckOptions;
+use crate::run::controller::RunOutcome;
+use crate::run::entry::{resolve, run, TestFlags};
+use crate::run::spec::TestSpec;
 use splitbrain_reports::summary_table;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
