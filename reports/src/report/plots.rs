@@ -203,7 +203,7 @@ fn time_chart<'a, Y>(
     PlotError,
 >
 where
-    Y: AsRangedCoord,
+    Y: AsRangedCoord<Value = f64>,
     Y::CoordDescType: ValueFormatter<Y::Value>,
 {
     let mut chart = ChartBuilder::on(area)
@@ -218,12 +218,28 @@ where
         .configure_mesh()
         .x_desc("time since start (s)")
         .y_desc(y_desc)
+        .y_label_formatter(&|v: &f64| axis_number(*v))
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", FONT))
         .axis_desc_style(("sans-serif", FONT))
         .draw()
         .map_err(err)?;
     Ok(chart)
+}
+
+/// A tick label with at most three significant digits: a log axis's ticks are sums of
+/// floats (0.7000000000000001), whose full text overflows the label area.
+fn axis_number(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let decimals = (2 - v.abs().log10().floor() as i32).max(0) as usize;
+    let text = format!("{v:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
 }
 
 /// Shades every fault window across a plot's full height.
@@ -422,4 +438,21 @@ fn f_colour(i: usize) -> RGBColor {
         RGBColor(80, 80, 80),
     ];
     PALETTE[i % MAX_F_SERIES]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::axis_number;
+
+    #[test]
+    fn tick_labels_keep_three_significant_digits() {
+        assert_eq!(axis_number(0.7000000000000001), "0.7");
+        assert_eq!(axis_number(0.30000000000000004), "0.3");
+        assert_eq!(axis_number(1000.0), "1000");
+        assert_eq!(axis_number(0.25), "0.25");
+        assert_eq!(axis_number(12.345), "12.3");
+        assert_eq!(axis_number(0.001234), "0.00123");
+        assert_eq!(axis_number(0.0), "0");
+        assert_eq!(axis_number(55.0), "55");
+    }
 }
