@@ -265,12 +265,15 @@ async fn delay_adds_the_requested_latency() {
     let mut slowed = 0;
     for w in link.forward.windows.iter().chain(&link.backward.windows) {
         if w.asked.delay_us == 0 {
-            assert_eq!(w.delayed_chunks, 0, "{w:?}");
+            assert_eq!(w.counts.delayed_chunks, 0, "{w:?}");
             continue;
         }
         let least = w.asked.delay_us.saturating_sub(w.asked.jitter_us);
-        assert!(w.delayed_held_us >= least * w.delayed_chunks, "{w:?}");
-        slowed += w.delayed_chunks;
+        assert!(
+            w.counts.delayed_held_us >= least * w.counts.delayed_chunks,
+            "{w:?}"
+        );
+        slowed += w.counts.delayed_chunks;
     }
     assert!(
         slowed >= 80,
@@ -314,11 +317,14 @@ async fn loss_drops_the_requested_fraction_of_whole_messages() {
     );
     // The proxy's windows: every loss counted, all of it in the window that asked for it.
     let windows = &mesh.host_stats()[0][0].forward.windows;
-    let dropped: u64 = windows.iter().map(|w| w.lines_dropped).sum();
+    let dropped: u64 = windows.iter().map(|w| w.counts.lines_dropped).sum();
     assert_eq!(dropped, total as u64 - arrived.len() as u64, "{windows:?}");
     for w in windows {
         if w.asked.loss == 0.0 {
-            assert_eq!(w.lines_dropped, 0, "a loss outside the loss window: {w:?}");
+            assert_eq!(
+                w.counts.lines_dropped, 0,
+                "a loss outside the loss window: {w:?}"
+            );
         }
     }
     let lossy = windows
@@ -326,7 +332,7 @@ async fn loss_drops_the_requested_fraction_of_whole_messages() {
         .find(|w| w.asked.loss > 0.0)
         .expect("a loss window");
     assert!(
-        lossy.lines > 0 && lossy.lines_dropped == dropped,
+        lossy.counts.lines > 0 && lossy.counts.lines_dropped == dropped,
         "{lossy:?}"
     );
     mesh.shutdown().await;
@@ -402,13 +408,13 @@ async fn retransmit_loss_delivers_a_binary_stream_whole_and_late() {
         .iter()
         .find(|w| w.asked.loss > 0.0)
         .expect("the loss window");
-    assert_eq!(w.lines_dropped, 0, "{w:?}");
-    assert!(w.stalled_chunks > 0, "{w:?}");
+    assert_eq!(w.counts.lines_dropped, 0, "{w:?}");
+    assert!(w.counts.stalled_chunks > 0, "{w:?}");
     assert!(
-        w.stalled_held_us >= w.stalled_chunks * RTO_MIN.as_micros() as u64,
+        w.counts.stalled_held_us >= w.counts.stalled_chunks * RTO_MIN.as_micros() as u64,
         "{w:?}"
     );
-    assert_eq!(s.stalled_chunks, w.stalled_chunks);
+    assert_eq!(s.counts.stalled_chunks, w.counts.stalled_chunks);
     mesh.shutdown().await;
 }
 

@@ -14,8 +14,8 @@
 
 use super::session::{quote, HostSession};
 use super::RemoteError;
-use splitbrain_nemesis::proxy::host::{DirStats, HostReply, HostRequest, LinkStats, WireFlow};
-use splitbrain_nemesis::proxy::windows::WindowStats;
+use splitbrain_nemesis::proxy::host::{HostReply, HostRequest, LinkStats, WireFlow};
+use splitbrain_nemesis::proxy::windows::{FlowCounts, WindowStats};
 use splitbrain_nemesis::proxy::ProxyMesh;
 use splitbrain_nemesis::{FlowFaults, NemesisError, NetFaults, NetworkFaults};
 use splitbrain_reports::{AskedLink, LinkFault, LinkMeasure, LinkMeasures, LinkWindow};
@@ -327,7 +327,7 @@ pub fn summarize(
     per_host: &[(String, Option<Vec<LinkStats>>)],
     origins_s: &[f64],
 ) -> LinkMeasures {
-    let mut flows = vec![[0u64; COUNTS]; n * n];
+    let mut flows = vec![Counts::default(); n * n];
     for (i, (_, stats)) in per_host.iter().enumerate() {
         let Some(stats) = stats else { continue };
         for (k, link) in stats.iter().enumerate() {
@@ -337,7 +337,7 @@ pub fn summarize(
             }
             let j = if k < i { k } else { k + 1 };
             for (from, to, d) in [(i, j, &link.forward), (j, i, &link.backward)] {
-                add_counts(&mut flows[from * n + to], dir_counts(d));
+                flows[from * n + to].add(&d.counts);
             }
         }
     }
@@ -345,12 +345,12 @@ pub fn summarize(
     let mut answers = vec![None; n];
     for (i, (_, stats)) in per_host.iter().enumerate() {
         if let Some(client) = stats.as_ref().and_then(|s| s.get(n.saturating_sub(1))) {
-            answers[i] = Some(dir_counts(&client.backward));
+            answers[i] = Some(client.backward.counts);
         }
     }
     let mut links = Vec::new();
-    let mut total = [0u64; COUNTS];
-    let mut add = |f: Counts| add_counts(&mut total, f);
+    let mut total = Counts::default();
+    let mut add = |f: Counts| total.add(&f);
     for (i, f) in answers.iter().enumerate() {
         if let Some(f) = *f {
             add(f);
@@ -437,48 +437,8 @@ pub fn record_links(run_dir: &Path, measured: &LinkMeasures) {
     }
 }
 
-/// Counters as [`measure`] takes them: messages, dropped, delayed chunks, their held
-/// microseconds, the longest hold (microseconds), chunks stalled by a retransmission, their
-/// held microseconds.
-type Counts = [u64; COUNTS];
-const COUNTS: usize = 7;
-/// The one counter of [`Counts`] that is a maximum, not a sum.
-const MAX_HELD: usize = 4;
-
-fn dir_counts(d: &DirStats) -> Counts {
-    [
-        d.lines,
-        d.lines_dropped,
-        d.delayed_chunks,
-        d.delayed_held_us,
-        d.max_held_us,
-        d.stalled_chunks,
-        d.stalled_held_us,
-    ]
-}
-
-fn window_counts(w: &WindowStats) -> Counts {
-    [
-        w.lines,
-        w.lines_dropped,
-        w.delayed_chunks,
-        w.delayed_held_us,
-        w.max_held_us,
-        w.stalled_chunks,
-        w.stalled_held_us,
-    ]
-}
-
-/// Adds `b`'s counters into `a` (the maximum for the longest hold).
-fn add_counts(a: &mut Counts, b: Counts) {
-    for k in 0..COUNTS {
-        a[k] = if k == MAX_HELD {
-            a[k].max(b[k])
-        } else {
-            a[k] + b[k]
-        };
-    }
-}
+/// The counters [`measure`] reads, summed over links and windows.
+type Counts = FlowCounts;
 
 fn asked_of(w: &WindowStats) -> AskedLink {
     AskedLink {
@@ -506,13 +466,13 @@ fn flow_windows(
         let end = w.end_us.map(|e| origin + e as f64 / 1e6);
         let e = acc
             .entry(key)
-            .or_insert_with(|| (asked_of(w), start, end, [0; COUNTS]));
+            .or_insert_with(|| (asked_of(w), start, end, Counts::default()));
         e.1 = e.1.min(start);
         e.2 = match (e.2, end) {
             (Some(a), Some(b)) => Some(a.max(b)),
             _ => None,
         };
-        add_counts(&mut e.3, window_counts(w));
+        e.3.add(&w.counts);
     };
     for (i, (_, stats)) in per_host.iter().enumerate() {
         let Some(stats) = stats else { continue };
@@ -560,13 +520,13 @@ fn flow_windows(
 /// faults, summed; and the sum over the windows with nothing asked.
 fn per_fault(windows: &[(LinkWindow, Counts)]) -> (Vec<LinkFault>, Option<LinkMeasure>) {
     let mut faults: Vec<(LinkFault, Counts)> = Vec::new();
-    let mut outside = [0u64; COUNTS];
+    let mut outside = Counts::default();
     let mut any_outside = false;
     for (w, f) in windows {
         let (m, f) = (&w.measured, *f);
         if !w.asked.is_fault() {
             any_outside = true;
-            add_counts(&mut outside, f);
+            outside.add(&f);
             continue;
         }
         let link = format!("{}->{}", m.from, m.to);
@@ -581,7 +541,7 @@ fn per_fault(windows: &[(LinkWindow, Counts)]) -> (Vec<LinkFault>, Option<LinkMe
                     _ => None,
                 };
                 g.links.push(link);
-                add_counts(counts, f);
+                counts.add(&f);
             }
             None => faults.push((
                 LinkFault {
@@ -610,29 +570,35 @@ fn measure(from: &str, to: &str, f: Counts) -> LinkMeasure {
     LinkMeasure {
         from: from.to_string(),
         to: to.to_string(),
-        messages: f[0],
-        dropped: f[1],
-        measured_loss: (f[0] > 0).then(|| f[1] as f64 / f[0] as f64),
-        delayed_chunks: f[2],
-        mean_delay_ms: (f[2] > 0).then(|| f[3] as f64 / f[2] as f64 / 1000.0),
-        max_held_ms: f[4] as f64 / 1000.0,
-        stalled_chunks: f[5],
-        mean_stall_ms: (f[5] > 0).then(|| f[6] as f64 / f[5] as f64 / 1000.0),
+        messages: f.lines,
+        dropped: f.lines_dropped,
+        measured_loss: (f.lines > 0).then(|| f.lines_dropped as f64 / f.lines as f64),
+        delayed_chunks: f.delayed_chunks,
+        mean_delay_ms: (f.delayed_chunks > 0)
+            .then(|| f.delayed_held_us as f64 / f.delayed_chunks as f64 / 1000.0),
+        max_held_ms: f.max_held_us as f64 / 1000.0,
+        stalled_chunks: f.stalled_chunks,
+        mean_stall_ms: (f.stalled_chunks > 0)
+            .then(|| f.stalled_held_us as f64 / f.stalled_chunks as f64 / 1000.0),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use splitbrain_nemesis::proxy::host::DirStats;
 
     fn dir(lines: u64, dropped: u64, chunks: u64, held_us: u64) -> DirStats {
         DirStats {
-            lines,
-            lines_dropped: dropped,
-            chunks,
-            delayed_chunks: chunks,
-            delayed_held_us: held_us,
-            max_held_us: held_us / chunks.max(1),
+            counts: FlowCounts {
+                lines,
+                lines_dropped: dropped,
+                chunks,
+                delayed_chunks: chunks,
+                delayed_held_us: held_us,
+                max_held_us: held_us / chunks.max(1),
+                ..FlowCounts::default()
+            },
             ..DirStats::default()
         }
     }
@@ -734,11 +700,11 @@ mod tests {
             ],
             ..DirStats::default()
         };
-        fwd.windows[0].lines = 5;
-        fwd.windows[1].lines = 4;
-        fwd.windows[1].delayed_chunks = 2;
-        fwd.windows[1].delayed_held_us = 162_000;
-        fwd.windows[1].max_held_us = 82_000;
+        fwd.windows[0].counts.lines = 5;
+        fwd.windows[1].counts.lines = 4;
+        fwd.windows[1].counts.delayed_chunks = 2;
+        fwd.windows[1].counts.delayed_held_us = 162_000;
+        fwd.windows[1].counts.max_held_us = 82_000;
         let mut back = DirStats {
             windows: vec![
                 window(None, 0, Some(500_000), 0),
@@ -747,12 +713,12 @@ mod tests {
             ],
             ..DirStats::default()
         };
-        back.windows[1].lines = 6;
-        back.windows[1].lines_dropped = 0;
-        back.windows[1].delayed_chunks = 1;
-        back.windows[1].delayed_held_us = 84_000;
-        back.windows[1].max_held_us = 84_000;
-        back.windows[2].lines = 3;
+        back.windows[1].counts.lines = 6;
+        back.windows[1].counts.lines_dropped = 0;
+        back.windows[1].counts.delayed_chunks = 1;
+        back.windows[1].counts.delayed_held_us = 84_000;
+        back.windows[1].counts.max_held_us = 84_000;
+        back.windows[2].counts.lines = 3;
         let per_host = vec![
             (
                 "h1".to_string(),

@@ -26,7 +26,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::windows::WindowStats;
+use super::windows::{FlowCounts, WindowStats};
 use super::{send_state, spawn_link, Link, LossMode};
 use crate::network::{CutMode, FlowFaults};
 use crate::NemesisError;
@@ -78,24 +78,9 @@ impl From<&WireFlow> for FlowFaults {
 /// What one direction of a link measured since the proxy started.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DirStats {
-    /// Messages (lines) read.
-    pub lines: u64,
-    /// Messages dropped by loss.
-    pub lines_dropped: u64,
-    /// Chunks written on, after their delay.
-    pub chunks: u64,
-    /// Chunks that were held for an added delay (the link had one when they were read).
-    pub delayed_chunks: u64,
-    /// Total time the delayed chunks spent in the proxy (read to written), microseconds.
-    pub delayed_held_us: u64,
-    /// The longest time any chunk spent in the proxy, microseconds.
-    pub max_held_us: u64,
-    /// Chunks held back for a retransmission (loss on a binary stream).
-    #[serde(default)]
-    pub stalled_chunks: u64,
-    /// Their total time in the proxy, microseconds.
-    #[serde(default)]
-    pub stalled_held_us: u64,
+    /// Counted since the proxy started.
+    #[serde(flatten)]
+    pub counts: FlowCounts,
     /// The same per fault window, oldest first (empty from a proxy that keeps none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowStats>,
@@ -379,7 +364,7 @@ mod tests {
                 panic!("no stats")
             };
             stats = s;
-            if stats[0].backward.lines >= 3 {
+            if stats[0].backward.counts.lines >= 3 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -390,28 +375,34 @@ mod tests {
         assert!(got.is_err(), "a dropped line came back: {got:?}");
         let s = &stats[0];
         assert_eq!(s.connections, 1);
-        assert_eq!(s.forward.lines, 3);
-        assert_eq!(s.forward.lines_dropped, 0);
-        assert!(s.forward.delayed_chunks >= 1, "{s:?}");
+        assert_eq!(s.forward.counts.lines, 3);
+        assert_eq!(s.forward.counts.lines_dropped, 0);
+        assert!(s.forward.counts.delayed_chunks >= 1, "{s:?}");
         assert!(
-            s.forward.delayed_held_us >= 40_000 * s.forward.delayed_chunks,
+            s.forward.counts.delayed_held_us >= 40_000 * s.forward.counts.delayed_chunks,
             "a chunk left before its delay: {s:?}"
         );
-        assert_eq!(s.backward.lines, 3);
-        assert_eq!(s.backward.lines_dropped, 3);
+        assert_eq!(s.backward.counts.lines, 3);
+        assert_eq!(s.backward.counts.lines_dropped, 3);
         // Per window: the one from the start (no fault, nothing passed yet) and set 7's.
         for d in [&s.forward, &s.backward] {
             assert_eq!(d.windows.len(), 2, "{d:?}");
-            assert_eq!((d.windows[0].seq, d.windows[0].lines), (None, 0));
+            assert_eq!((d.windows[0].seq, d.windows[0].counts.lines), (None, 0));
             assert_eq!(d.windows[1].seq, Some(7));
             assert_eq!(d.windows[1].end_us, None);
         }
         let fw = &s.forward.windows[1];
-        assert_eq!((fw.asked.delay_us, fw.lines), (40_000, 3));
-        assert_eq!(fw.delayed_chunks, s.forward.delayed_chunks);
-        assert!(fw.delayed_held_us >= 40_000 * fw.delayed_chunks, "{fw:?}");
+        assert_eq!((fw.asked.delay_us, fw.counts.lines), (40_000, 3));
+        assert_eq!(fw.counts.delayed_chunks, s.forward.counts.delayed_chunks);
+        assert!(
+            fw.counts.delayed_held_us >= 40_000 * fw.counts.delayed_chunks,
+            "{fw:?}"
+        );
         let bw = &s.backward.windows[1];
-        assert_eq!((bw.asked.loss, bw.lines, bw.lines_dropped), (1.0, 3, 3));
+        assert_eq!(
+            (bw.asked.loss, bw.counts.lines, bw.counts.lines_dropped),
+            (1.0, 3, 3)
+        );
         // The end of its input ends it, after one last report.
         drop(to_proxy);
         assert!(matches!(reply(&mut lines).await, HostReply::Stats { .. }));

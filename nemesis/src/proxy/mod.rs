@@ -139,14 +139,16 @@ pub(crate) struct DirCounters {
 impl DirCounters {
     pub(crate) fn snapshot(&self) -> host::DirStats {
         host::DirStats {
-            lines: self.lines.load(Ordering::Relaxed),
-            lines_dropped: self.lines_dropped.load(Ordering::Relaxed),
-            chunks: self.chunks.load(Ordering::Relaxed),
-            delayed_chunks: self.delayed_chunks.load(Ordering::Relaxed),
-            delayed_held_us: self.delayed_held_us.load(Ordering::Relaxed),
-            max_held_us: self.max_held_us.load(Ordering::Relaxed),
-            stalled_chunks: self.stalled_chunks.load(Ordering::Relaxed),
-            stalled_held_us: self.stalled_held_us.load(Ordering::Relaxed),
+            counts: windows::FlowCounts {
+                lines: self.lines.load(Ordering::Relaxed),
+                lines_dropped: self.lines_dropped.load(Ordering::Relaxed),
+                chunks: self.chunks.load(Ordering::Relaxed),
+                delayed_chunks: self.delayed_chunks.load(Ordering::Relaxed),
+                delayed_held_us: self.delayed_held_us.load(Ordering::Relaxed),
+                max_held_us: self.max_held_us.load(Ordering::Relaxed),
+                stalled_chunks: self.stalled_chunks.load(Ordering::Relaxed),
+                stalled_held_us: self.stalled_held_us.load(Ordering::Relaxed),
+            },
             windows: Vec::new(),
         }
     }

@@ -13,6 +13,44 @@ use serde::{Deserialize, Serialize};
 use super::host::WireFlow;
 use crate::network::FlowFaults;
 
+/// The counters of one direction of a link, over the whole run ([`super::host::DirStats`])
+/// or over one fault window ([`WindowStats`]); flattened into both in JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowCounts {
+    /// Messages (lines) read.
+    pub lines: u64,
+    /// Of them, dropped by loss.
+    pub lines_dropped: u64,
+    /// Chunks read and written on (whenever that was).
+    pub chunks: u64,
+    /// Of them, held for an added delay (the link had one when they were read).
+    pub delayed_chunks: u64,
+    /// Total time the delayed chunks spent in the proxy (read to written), microseconds.
+    pub delayed_held_us: u64,
+    /// The longest time a chunk spent in the proxy, microseconds.
+    pub max_held_us: u64,
+    /// Chunks held back for a retransmission (loss on a binary stream).
+    #[serde(default)]
+    pub stalled_chunks: u64,
+    /// Their total time in the proxy, microseconds.
+    #[serde(default)]
+    pub stalled_held_us: u64,
+}
+
+impl FlowCounts {
+    /// Adds `other`'s counters (the maximum for the longest hold).
+    pub fn add(&mut self, other: &FlowCounts) {
+        self.lines += other.lines;
+        self.lines_dropped += other.lines_dropped;
+        self.chunks += other.chunks;
+        self.delayed_chunks += other.delayed_chunks;
+        self.delayed_held_us += other.delayed_held_us;
+        self.max_held_us = self.max_held_us.max(other.max_held_us);
+        self.stalled_chunks += other.stalled_chunks;
+        self.stalled_held_us += other.stalled_held_us;
+    }
+}
+
 /// What one direction of a link measured while one set of faults held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowStats {
@@ -26,24 +64,9 @@ pub struct WindowStats {
     pub end_us: Option<u64>,
     /// The faults asked for in it.
     pub asked: WireFlow,
-    /// Messages (lines) read in it.
-    pub lines: u64,
-    /// Of them, dropped by loss.
-    pub lines_dropped: u64,
-    /// Chunks read in it and written on (whenever that was).
-    pub chunks: u64,
-    /// Of them, held for an added delay.
-    pub delayed_chunks: u64,
-    /// Total time the delayed chunks spent in the proxy, microseconds.
-    pub delayed_held_us: u64,
-    /// The longest time a chunk read in it spent in the proxy, microseconds.
-    pub max_held_us: u64,
-    /// Chunks held back for a retransmission (loss on a binary stream).
-    #[serde(default)]
-    pub stalled_chunks: u64,
-    /// Their total time in the proxy, microseconds.
-    #[serde(default)]
-    pub stalled_held_us: u64,
+    /// What was read in it.
+    #[serde(flatten)]
+    pub counts: FlowCounts,
 }
 
 /// The windows of one direction of a link, oldest first; the last one is open.
@@ -88,8 +111,8 @@ impl WindowLog {
     /// Counts `lines` messages read in window `epoch`, `dropped` of them lost.
     pub(crate) fn count_read(&mut self, epoch: usize, lines: u64, dropped: u64) {
         if let Some(w) = self.at(epoch) {
-            w.lines += lines;
-            w.lines_dropped += dropped;
+            w.counts.lines += lines;
+            w.counts.lines_dropped += dropped;
         }
     }
 
@@ -104,16 +127,17 @@ impl WindowLog {
         stalled: bool,
     ) {
         if let Some(w) = self.at(epoch) {
-            w.chunks += 1;
+            let c = &mut w.counts;
+            c.chunks += 1;
             if delayed {
-                w.delayed_chunks += 1;
-                w.delayed_held_us += held_us;
+                c.delayed_chunks += 1;
+                c.delayed_held_us += held_us;
             }
             if stalled {
-                w.stalled_chunks += 1;
-                w.stalled_held_us += held_us;
+                c.stalled_chunks += 1;
+                c.stalled_held_us += held_us;
             }
-            w.max_held_us = w.max_held_us.max(held_us);
+            c.max_held_us = c.max_held_us.max(held_us);
         }
     }
 
@@ -165,23 +189,36 @@ mod tests {
             (w[0].seq, w[0].start_us, w[0].end_us),
             (None, 0, Some(1_000_000))
         );
-        assert_eq!((w[0].lines, w[0].chunks, w[0].delayed_chunks), (3, 2, 0));
-        assert_eq!(w[0].max_held_us, 200);
+        assert_eq!(
+            (
+                w[0].counts.lines,
+                w[0].counts.chunks,
+                w[0].counts.delayed_chunks
+            ),
+            (3, 2, 0)
+        );
+        assert_eq!(w[0].counts.max_held_us, 200);
         assert_eq!(
             (w[1].seq, w[1].start_us, w[1].end_us),
             (Some(4), 1_000_000, Some(2_000_000))
         );
         assert_eq!(w[1].asked.delay_us, 80_000);
         // both chunks read under the delay count in its window, the late one included
-        assert_eq!((w[1].delayed_chunks, w[1].delayed_held_us), (2, 164_000));
-        assert_eq!(w[1].max_held_us, 83_000);
-        assert_eq!((w[1].lines, w[1].lines_dropped), (2, 0));
+        assert_eq!(
+            (w[1].counts.delayed_chunks, w[1].counts.delayed_held_us),
+            (2, 164_000)
+        );
+        assert_eq!(w[1].counts.max_held_us, 83_000);
+        assert_eq!((w[1].counts.lines, w[1].counts.lines_dropped), (2, 0));
         assert_eq!((w[2].seq, w[2].end_us), (Some(5), None));
         assert_eq!(w[2].asked.loss, 0.3);
-        assert_eq!((w[2].lines, w[2].lines_dropped), (10, 3));
-        assert_eq!(w[2].delayed_chunks, 0);
-        assert_eq!((w[2].stalled_chunks, w[2].stalled_held_us), (1, 200_300));
-        assert_eq!((w[2].chunks, w[2].max_held_us), (2, 200_300));
+        assert_eq!((w[2].counts.lines, w[2].counts.lines_dropped), (10, 3));
+        assert_eq!(w[2].counts.delayed_chunks, 0);
+        assert_eq!(
+            (w[2].counts.stalled_chunks, w[2].counts.stalled_held_us),
+            (1, 200_300)
+        );
+        assert_eq!((w[2].counts.chunks, w[2].counts.max_held_us), (2, 200_300));
     }
 
     #[test]
