@@ -100,7 +100,7 @@ pub struct Sample {
 pub const CLASS_NAMES: [&str; 3] = ["process", "net", "clock"];
 
 /// The abstract state of one sample. Small on purpose: coverage counts its values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AbstractState {
     /// Leaders reported: `None` when the target reports no leader role; else 0, 1, or 2
     /// meaning "more than one" (a stale leader beside a new one).
@@ -120,7 +120,8 @@ pub struct AbstractState {
 }
 
 /// The clients' experience over one sample period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ClientClass {
     /// Nothing completed.
     Stalled,
@@ -179,7 +180,9 @@ impl fmt::Display for AbstractState {
     }
 }
 
-/// How far behind the most advanced node a node must be to count as lagging.
+/// How far behind the most advanced node a node must be to count as lagging, at least:
+/// more than that node advanced since the sample before (a follower one sample period
+/// behind under load is not lagging), and more than this.
 pub const LAG_THRESHOLD: u64 = 20;
 
 /// Turns samples into abstract states; remembers what it needs from the sample before
@@ -188,6 +191,8 @@ pub const LAG_THRESHOLD: u64 = 20;
 pub struct Abstractor {
     prev_leaders: Option<BTreeSet<usize>>,
     prev_term: Option<u64>,
+    /// The most advanced node's progress at the sample before.
+    prev_max_progress: Option<u64>,
     prev_clients: ClientCounts,
     /// Mean latency (µs) of healthy periods, smoothed.
     baseline_us: Option<f64>,
@@ -241,9 +246,14 @@ impl Abstractor {
         }
         let progress: Vec<u64> = answered.iter().filter_map(|(_, s)| s.progress).collect();
         if let Some(&max) = progress.iter().max() {
+            let advance = self
+                .prev_max_progress
+                .map_or(0, |prev| max.saturating_sub(prev));
+            let threshold = LAG_THRESHOLD.max(advance);
+            self.prev_max_progress = Some(max);
             let behind = progress
                 .iter()
-                .filter(|&&p| p + LAG_THRESHOLD < max)
+                .filter(|&&p| p.saturating_add(threshold) < max)
                 .count();
             st.lagging = Some(cap(behind));
         }
@@ -282,18 +292,46 @@ impl Abstractor {
     }
 }
 
+/// When a chosen fault starts.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Timing {
+    /// At once.
+    #[default]
+    Now,
+    /// Just after the leader set next changes (bounded wait).
+    AfterLeaderChange,
+    /// Clock arms only: a jump back on whoever leads, 20-100 ms after the next partition
+    /// that isolates the leader starts, lasting until that partition heals (the random
+    /// schedule's aligned clock fault); while it waits, the link class chooses among the
+    /// partitions that isolate the leader.
+    WithNextCut,
+}
+
 /// One fault the search may choose: a kind as `--nemesis` names it, whom it hits, how
-/// long, and when (at once, or just after the next leader change).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// long, and when (at once, just after the next leader change, with the next cut).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Arm {
     /// The `--nemesis` kind (`kill`, `partition-leader`, ...).
     pub kind: String,
     /// Whom: a target (`leader`, `follower`, `minority`, ...) or a partition shape.
     pub whom: String,
-    /// Three quarters of the class interval rather than a quarter.
+    /// Three quarters of the class interval rather than a quarter (an arm timed
+    /// [`Timing::WithNextCut`] lasts as long as the cut instead).
     pub long: bool,
-    /// Started just after the leader set next changes (bounded wait).
-    pub after_leader_change: bool,
+    /// When it starts.
+    #[serde(default)]
+    pub timing: Timing,
+}
+
+impl Arm {
+    /// A partition that cuts off whoever leads when it starts.
+    pub fn isolates_leader(&self) -> bool {
+        self.kind == "partition-leader"
+            || (self.kind == "partition" && self.whom == "isolate-leader")
+    }
 }
 
 impl fmt::Display for Arm {
@@ -302,11 +340,15 @@ impl fmt::Display for Arm {
         if !self.whom.is_empty() {
             write!(f, " {}", self.whom)?;
         }
-        write!(f, " {}", if self.long { "long" } else { "short" })?;
-        if self.after_leader_change {
-            write!(f, " after-leader-change")?;
+        match self.timing {
+            Timing::Now => write!(f, " {}", if self.long { "long" } else { "short" }),
+            Timing::AfterLeaderChange => write!(
+                f,
+                " {} after-leader-change",
+                if self.long { "long" } else { "short" }
+            ),
+            Timing::WithNextCut => write!(f, " with-next-cut"),
         }
-        Ok(())
     }
 }
 
@@ -358,7 +400,9 @@ fn whoms(kind: &str, n: usize) -> Vec<String> {
 }
 
 /// Every arm of the kinds asked for, by class ([`CLASS_NAMES`] order). Timing arms
-/// (after a leader change) only when the target reports leaders.
+/// (after a leader change) only when the target reports leaders; so is the clock arm
+/// that coordinates with the link class ([`Timing::WithNextCut`]), when clock faults and
+/// partitions that can isolate the leader are both asked for.
 pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
     let mut out: [Vec<Arm>; 3] = Default::default();
     for kind in kinds {
@@ -373,21 +417,49 @@ pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
         }
         for whom in whoms(kind, n) {
             for long in [false, true] {
-                for after in [false, true] {
-                    if after && !leaders_known {
+                for timing in [Timing::Now, Timing::AfterLeaderChange] {
+                    if timing == Timing::AfterLeaderChange && !leaders_known {
                         continue;
                     }
                     out[c].push(Arm {
                         kind: kind.clone(),
                         whom: whom.clone(),
                         long,
-                        after_leader_change: after,
+                        timing,
                     });
                 }
             }
         }
     }
+    let coordinated = leaders_known
+        && n >= 2
+        && kinds.iter().any(|k| k == "clock")
+        && out[1].iter().any(Arm::isolates_leader);
+    if coordinated {
+        out[2].push(Arm {
+            kind: "clock".into(),
+            whom: target_name(Target::Leader).into(),
+            long: false,
+            timing: Timing::WithNextCut,
+        });
+    }
     out
+}
+
+/// The arms of one class the chooser may pick from in `state`: an arm that waits for a
+/// leader change only when one may come (some fault is active, or no single leader is
+/// seen: an election is under way), so a quiet start does not wait for nothing; and,
+/// while a clock fault waits for the next cut (`cut_pending`), only the partitions that
+/// isolate the leader, when the class has any.
+pub fn candidates(class_arms: &[Arm], state: &AbstractState, cut_pending: bool) -> Vec<Arm> {
+    let change_expected = state.active != 0 || state.leaders != Some(1);
+    let isolating = cut_pending && class_arms.iter().any(Arm::isolates_leader);
+    class_arms
+        .iter()
+        .filter(|a| a.timing != Timing::AfterLeaderChange || change_expected)
+        .filter(|a| !isolating || a.isolates_leader())
+        .cloned()
+        .collect()
 }
 
 /// The fault an arm stands for, with its random details (nodes of a `minority`, delays,
@@ -504,7 +576,7 @@ pub fn arm_of(fault: &PlannedFault, class_iv_ms: u64) -> Arm {
         kind,
         whom,
         long: fault.for_ms > class_iv_ms / 2,
-        after_leader_change: false,
+        timing: Timing::Now,
     }
 }
 
@@ -521,7 +593,13 @@ pub mod reward {
     /// Clients saw timeouts or failures (the system was disturbed).
     pub const DISTURBED: f64 = 0.2;
     /// The check alongside the run found an anomaly: what preceded it is worth repeating.
-    pub const ANOMALY: f64 = 5.0;
+    /// Well above what a fault earns from new states in a run (a few), so that an arm
+    /// that led to an anomaly outranks one that only led somewhere new.
+    pub const ANOMALY: f64 = 20.0;
+    /// What an arm never tried (in this run or the memory it started from) is taken to
+    /// be worth: above what faults earn from new states alone, so a cold run tries every
+    /// arm before repeating one, below an arm that led to an anomaly in its first tries.
+    pub const UNTRIED: f64 = 10.0;
 }
 
 /// Statistics of one (state, arm) pair, or of one arm over every state.
@@ -539,12 +617,69 @@ impl Stat {
             self.reward / self.tries as f64
         }
     }
+
+    fn add(&mut self, tries: u64, reward: f64) {
+        self.tries += tries;
+        self.reward += reward;
+    }
 }
 
-/// The bandit over (abstract state, arm) pairs, seeded. In a state, an arm never tried
-/// there comes first (among those, the one tried least anywhere, then the one that earned
-/// most elsewhere, then a seeded draw); once every arm was tried there, UCB1: mean reward
-/// plus `sqrt(2 ln N / n)`.
+/// One remembered (state, arm) pair: how often it was chosen and what it earned, over
+/// the guided runs a [`Memory`] sums.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Remembered {
+    /// The state the arm was chosen in.
+    pub state: AbstractState,
+    /// The arm.
+    pub arm: Arm,
+    /// Times chosen there.
+    pub tries: u64,
+    /// Reward earned there, summed.
+    pub reward: f64,
+    /// `state | arm` in words, for a reader (ignored when read back).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pair: String,
+}
+
+/// The (state, arm) reward table guided runs of one system configuration leave for the
+/// next (`--nemesis-memory`), so a campaign's runs learn from each other.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// The configuration the table is for, in words (the harness's key).
+    pub key: String,
+    /// Guided runs that added to it.
+    pub runs: u64,
+    /// The pairs tried, with what they earned.
+    pub pairs: Vec<Remembered>,
+}
+
+impl Memory {
+    /// Checks what serde cannot: every count and reward a table can hold.
+    pub fn validate(&self) -> Result<(), String> {
+        for (k, p) in self.pairs.iter().enumerate() {
+            if p.tries == 0 {
+                return Err(format!("pair {k} ({}): tries 0", p.arm));
+            }
+            if !p.reward.is_finite() {
+                return Err(format!(
+                    "pair {k} ({}): reward {} is not finite",
+                    p.arm, p.reward
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bandit over (abstract state, arm) pairs, seeded. Every candidate gets a value: a
+/// pair tried in this state, its mean reward plus UCB1's `sqrt(2 ln (N+1) / n)`; an arm
+/// not tried in this state, its mean reward over every state (the memory's included)
+/// plus `sqrt(2 ln (N+1))`; an arm never tried anywhere, [`reward::UNTRIED`] plus the
+/// same. The highest value wins; ties go to the arm tried least anywhere, then a seeded
+/// draw. An arm that coordinates two classes ([`Timing::WithNextCut`]) starts with the
+/// prior of two tries that each found an anomaly (not stored in a memory), as the random
+/// schedule aligns three cuts in four with such a fault: a cold run tries it first and
+/// repeats it a few times before the arms never tried.
 #[derive(Debug)]
 pub struct Chooser {
     rng: ChaCha8Rng,
@@ -562,37 +697,101 @@ impl Chooser {
         }
     }
 
+    /// A chooser that starts from what earlier runs left: their pairs count as tried,
+    /// with what they earned.
+    pub fn with_memory(seed: u64, memory: &Memory) -> Chooser {
+        let mut c = Chooser::new(seed);
+        for p in &memory.pairs {
+            c.pairs
+                .entry((p.state, p.arm.clone()))
+                .or_default()
+                .add(p.tries, p.reward);
+            c.arms
+                .entry(p.arm.clone())
+                .or_default()
+                .add(p.tries, p.reward);
+        }
+        c
+    }
+
+    /// The table to leave for the next run: every pair tried, the memory's included.
+    pub fn memory(&self, key: &str, runs: u64) -> Memory {
+        Memory {
+            key: key.to_string(),
+            runs,
+            pairs: self
+                .pairs
+                .iter()
+                .filter(|(_, s)| s.tries > 0)
+                .map(|((state, arm), s)| Remembered {
+                    state: *state,
+                    arm: arm.clone(),
+                    tries: s.tries,
+                    reward: s.reward,
+                    pair: format!("{state} | {arm}"),
+                })
+                .collect(),
+        }
+    }
+
+    /// An arm's statistics over every state, with the prior of a coordinating arm.
+    fn arm_stat(&self, arm: &Arm) -> Stat {
+        let mut s = self.arms.get(arm).copied().unwrap_or_default();
+        if arm.timing == Timing::WithNextCut {
+            s.add(2, 2.0 * reward::ANOMALY);
+        }
+        s
+    }
+
+    /// What choosing `arm` in `state` is worth now; `ln` is `ln (N+1)`, N the tries of
+    /// the candidates in this state.
+    fn value(&self, state: &AbstractState, arm: &Arm, ln: f64) -> f64 {
+        match self.pairs.get(&(*state, arm.clone())) {
+            Some(p) if p.tries > 0 => p.mean() + (2.0 * ln / p.tries as f64).sqrt(),
+            _ => {
+                let s = self.arm_stat(arm);
+                let m = if s.tries > 0 {
+                    s.mean()
+                } else {
+                    reward::UNTRIED
+                };
+                m + (2.0 * ln).sqrt()
+            }
+        }
+    }
+
     /// Picks one of `candidates` (not empty) in `state`; counts it as tried there.
     pub fn choose(&mut self, state: &AbstractState, candidates: &[Arm]) -> Option<Arm> {
         if candidates.is_empty() {
             return None;
         }
-        let tries = |a: &Arm| self.pairs.get(&(*state, a.clone())).map_or(0, |s| s.tries);
-        let unseen: Vec<&Arm> = candidates.iter().filter(|a| tries(a) == 0).collect();
-        let chosen = if !unseen.is_empty() {
-            let key = |a: &Arm| {
-                let s = self.arms.get(a).copied().unwrap_or_default();
-                (s.tries, -(s.mean() * 1e6) as i64)
-            };
-            let best = unseen.iter().map(|a| key(a)).min()?;
-            let mut top: Vec<&Arm> = unseen.into_iter().filter(|a| key(a) == best).collect();
-            top.shuffle(&mut self.rng);
-            top[0].clone()
-        } else {
-            let total: u64 = candidates.iter().map(&tries).sum();
-            let ln = (total.max(1) as f64).ln();
-            let score = |a: &Arm| {
-                let s = self.pairs[&(*state, a.clone())];
-                s.mean() + (2.0 * ln / s.tries as f64).sqrt()
-            };
-            let best = candidates.iter().map(score).fold(f64::MIN, f64::max);
-            let mut top: Vec<&Arm> = candidates
-                .iter()
-                .filter(|a| score(a) >= best - 1e-9)
-                .collect();
-            top.shuffle(&mut self.rng);
-            top[0].clone()
-        };
+        let tried: u64 = candidates
+            .iter()
+            .filter_map(|a| self.pairs.get(&(*state, a.clone())))
+            .map(|s| s.tries)
+            .sum();
+        let ln = ((tried + 1) as f64).ln();
+        let values: Vec<f64> = candidates
+            .iter()
+            .map(|a| self.value(state, a, ln))
+            .collect();
+        let best = values.iter().copied().fold(f64::MIN, f64::max);
+        let top: Vec<&Arm> = candidates
+            .iter()
+            .zip(&values)
+            .filter(|(_, &v)| v >= best - 1e-9)
+            .map(|(a, _)| a)
+            .collect();
+        let least = top
+            .iter()
+            .map(|a| self.arms.get(*a).map_or(0, |s| s.tries))
+            .min()?;
+        let mut top: Vec<&Arm> = top
+            .into_iter()
+            .filter(|a| self.arms.get(*a).map_or(0, |s| s.tries) == least)
+            .collect();
+        top.shuffle(&mut self.rng);
+        let chosen = top[0].clone();
         self.pairs
             .entry((*state, chosen.clone()))
             .or_default()
@@ -630,6 +829,25 @@ pub struct Coverage {
     pub states: BTreeMap<String, u64>,
     /// Faults started per (state, fault) pair, keyed `state | fault`.
     pub pairs: BTreeMap<String, u64>,
+    /// The memory a guided search started from; `None` when none was looked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStart>,
+}
+
+/// Which memory a guided run started from, for results.json: a reader sees the run was
+/// not cold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryStart {
+    /// The memory file (read at the start, written at the end); `off` when disabled.
+    pub file: String,
+    /// Guided runs it summed when this one started (0: cold).
+    pub runs: u64,
+    /// (state, arm) pairs it held.
+    pub pairs: usize,
+    /// Why it was not used or will not be written, when so (unreadable, another
+    /// configuration's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl Coverage {
@@ -750,7 +968,7 @@ mod tests {
         assert_eq!(st.to_string(), "faults=net clients=healthy");
         // and no arm waits for a leader change that cannot be seen
         let all = arms(&kinds(&["kill", "partition"]), 5, false);
-        assert!(all.iter().flatten().all(|a| !a.after_leader_change));
+        assert!(all.iter().flatten().all(|a| a.timing == Timing::Now));
         assert!(all
             .iter()
             .flatten()
@@ -795,13 +1013,32 @@ mod tests {
         let st = ab.state(&two, 0b001);
         assert_eq!(st.leaders, Some(2));
         assert!(st.leader_changed);
-        assert_eq!(st.lagging, Some(2));
+        // the most advanced node went 100 further since the sample before: a node 100
+        // behind is one sample period behind, not lagging; 50 behind neither
+        assert_eq!(st.lagging, Some(0));
         assert_eq!(st.clients, ClientClass::Timeouts);
         assert_eq!(ab.leader_changes, 1);
         assert_eq!(
             st.to_string(),
-            "leaders=2+ changed lagging=2+ silent=0 faults=process clients=timeouts"
+            "leaders=2+ changed lagging=0 silent=0 faults=process clients=timeouts"
         );
+        // then it goes 10 further: 100 and 150 are far behind it now
+        let three = Sample {
+            nodes: Some(vec![
+                node(false, 2, 100),
+                node(true, 2, 210),
+                node(false, 2, 150),
+            ]),
+            clients: ClientCounts {
+                ok: 10,
+                info: 1,
+                ..Default::default()
+            },
+        };
+        let st = ab.state(&three, 0b001);
+        assert_eq!(st.lagging, Some(2));
+        assert!(st.leader_changed);
+        assert_eq!(st.leaders, Some(1));
     }
 
     #[test]
@@ -817,5 +1054,197 @@ mod tests {
             assert_eq!(back.whom, arm.whom, "{arm}");
             assert_eq!(back.long, arm.long, "{arm}");
         }
+    }
+
+    #[test]
+    fn with_clock_and_leader_cuts_one_clock_arm_waits_for_the_next_cut() {
+        let all = arms(&kinds(&["partition-leader", "clock"]), 5, true);
+        let timed: Vec<&Arm> = all[2]
+            .iter()
+            .filter(|a| a.timing == Timing::WithNextCut)
+            .collect();
+        assert_eq!(timed.len(), 1);
+        assert_eq!(timed[0].to_string(), "clock leader with-next-cut");
+        assert!(all[1].iter().all(Arm::isolates_leader));
+        // only where a cut can isolate the leader, and the leader is known
+        let none = |k: &[&str], known| {
+            arms(&kinds(k), 5, known)
+                .iter()
+                .flatten()
+                .all(|a| a.timing != Timing::WithNextCut)
+        };
+        assert!(none(&["partition-leader", "clock"], false));
+        assert!(none(&["slow", "clock"], true));
+        assert!(none(&["clock"], true));
+        let shapes = arms(&kinds(&["partition", "clock"]), 5, true);
+        assert!(shapes[2].iter().any(|a| a.timing == Timing::WithNextCut));
+        let isolating: Vec<String> = shapes[1]
+            .iter()
+            .filter(|a| a.isolates_leader())
+            .map(|a| a.whom.clone())
+            .collect();
+        assert!(!isolating.is_empty());
+        assert!(isolating.iter().all(|w| w == "isolate-leader"));
+        // it concretizes to a jump back on whoever leads
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let f = concretize(timed[0], NodeNames::FROM_ONE, 5, 4_000, 50, &mut rng);
+        match f.action {
+            FaultAction::Clock {
+                mode,
+                target,
+                offset_ms,
+                ..
+            } => {
+                assert_eq!(mode, ClockMode::Bump);
+                assert_eq!(target, Target::Leader);
+                assert!((-5_000..=-1_000).contains(&offset_ms), "{offset_ms}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cold_chooser_tries_the_coordinated_clock_arm_first_and_again() {
+        let clock = arms(&kinds(&["partition-leader", "clock"]), 5, true)[2].clone();
+        assert_eq!(clock.len(), 13);
+        for seed in 1..=5 {
+            let mut c = Chooser::new(seed);
+            let picks: Vec<Timing> = (0..3)
+                .map(|i| {
+                    let s = state(0, Some(i as u8 % 3));
+                    let a = c.choose(&s, &clock).unwrap();
+                    // what a fault earns from new states, not an anomaly
+                    c.reward(&s, &a, 3.0);
+                    a.timing
+                })
+                .collect();
+            assert_eq!(picks, [Timing::WithNextCut; 3], "seed {seed}");
+            // and once it keeps finding nothing, the arms never tried come next
+            let s = state(0, Some(1));
+            let next = c.choose(&s, &clock).unwrap();
+            assert_ne!(next.timing, Timing::WithNextCut, "seed {seed}");
+        }
+    }
+
+    fn memory_of(pairs: &[(AbstractState, &Arm, u64, f64)]) -> Memory {
+        Memory {
+            key: "test".into(),
+            runs: 3,
+            pairs: pairs
+                .iter()
+                .map(|(s, a, tries, reward)| Remembered {
+                    state: *s,
+                    arm: (*a).clone(),
+                    tries: *tries,
+                    reward: *reward,
+                    pair: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_memory_round_trips_through_json_and_the_chooser() {
+        let all = arms(&kinds(&["kill", "partition-leader", "clock"]), 5, true);
+        let s = state(0b010, Some(1));
+        let t = AbstractState {
+            lagging: Some(2),
+            silent: Some(1),
+            pending: Some(true),
+            leader_changed: true,
+            clients: ClientClass::Timeouts,
+            ..state(0b101, Some(2))
+        };
+        let mem = memory_of(&[
+            (s, &all[0][3], 2, 7.5),
+            (t, &all[1][1], 1, 20.0),
+            (t, all[2].last().unwrap(), 4, 1.25),
+        ]);
+        let text = serde_json::to_string(&mem).unwrap();
+        let back: Memory = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, mem);
+        assert_eq!(back.validate(), Ok(()));
+        // through a chooser: what it leaves is what it started from (in its order)
+        let c = Chooser::with_memory(1, &back);
+        let mut left = c.memory("test", 3);
+        for p in &mut left.pairs {
+            p.pair.clear();
+        }
+        let mut want = mem.pairs.clone();
+        want.sort_by(|a, b| (a.state, &a.arm).cmp(&(b.state, &b.arm)));
+        assert_eq!(left.pairs, want);
+        // and a try there adds to it
+        let mut c = Chooser::with_memory(1, &back);
+        let a = c.choose(&s, &all[0][3..4]).unwrap();
+        c.reward(&s, &a, 1.0);
+        let left = c.memory("test", 4);
+        let p = left.pairs.iter().find(|p| p.state == s).unwrap();
+        assert_eq!((p.tries, p.reward), (3, 8.5));
+        assert!(p.pair.contains(" | kill"), "{}", p.pair);
+        // what serde cannot check is refused
+        let mut bad = mem.clone();
+        bad.pairs[0].tries = 0;
+        assert!(bad.validate().is_err());
+        let mut bad = mem;
+        bad.pairs[1].reward = f64::NAN;
+        assert!(bad.validate().is_err());
+        assert!(serde_json::from_str::<Memory>("{\"runs\": \"x\"}").is_err());
+    }
+
+    #[test]
+    fn a_memory_that_rewarded_an_arm_chooses_it_first_in_that_state() {
+        let kills = arms(&kinds(&["kill"]), 5, true)[0].clone();
+        let s = state(0, Some(1));
+        let elsewhere = state(0b001, Some(0));
+        for (i, rewarded) in kills.iter().enumerate() {
+            // every arm tried before, in another state, earning what new states earn;
+            // one of them, in `s`, found an anomaly
+            let mut pairs: Vec<(AbstractState, &Arm, u64, f64)> =
+                kills.iter().map(|a| (elsewhere, a, 1, 3.0)).collect();
+            pairs.push((s, rewarded, 1, reward::ANOMALY + 2.0));
+            let mem = memory_of(&pairs);
+            for seed in [1, 2, 3] {
+                let mut c = Chooser::with_memory(seed, &mem);
+                assert_eq!(c.choose(&s, &kills).as_ref(), Some(rewarded), "arm {i}");
+            }
+        }
+        // cold, the first choice is a seeded draw: not always the same arm
+        let firsts: BTreeSet<Arm> = (1..=8)
+            .map(|seed| Chooser::new(seed).choose(&s, &kills).unwrap())
+            .collect();
+        assert!(firsts.len() > 1);
+        // and an empty memory is a cold start
+        let empty = Memory::default();
+        for seed in 1..=8 {
+            assert_eq!(
+                Chooser::with_memory(seed, &empty).choose(&s, &kills),
+                Chooser::new(seed).choose(&s, &kills)
+            );
+        }
+    }
+
+    #[test]
+    fn arms_that_wait_for_a_leader_change_only_when_one_may_come() {
+        let all = arms(&kinds(&["partition", "clock"]), 5, true);
+        let quiet = state(0, Some(1));
+        let waits = |v: &[Arm]| {
+            v.iter()
+                .filter(|a| a.timing == Timing::AfterLeaderChange)
+                .count()
+        };
+        assert!(waits(&all[1]) > 0);
+        assert_eq!(waits(&candidates(&all[1], &quiet, false)), 0);
+        assert!(waits(&candidates(&all[1], &state(0b100, Some(1)), false)) > 0);
+        assert!(waits(&candidates(&all[1], &state(0, Some(0)), false)) > 0);
+        assert!(waits(&candidates(&all[1], &state(0, Some(2)), false)) > 0);
+        // a clock fault waiting for the next cut: the links choose a leader cut
+        let cut = candidates(&all[1], &quiet, true);
+        assert!(!cut.is_empty());
+        assert!(cut.iter().all(Arm::isolates_leader));
+        // a class without such a partition chooses among all it has
+        assert_eq!(
+            candidates(&all[2], &quiet, true).len(),
+            all[2].len() - waits(&all[2])
+        );
     }
 }

@@ -80,7 +80,7 @@ mod runner;
 mod schedule;
 mod spec;
 
-pub use guided::{ClientCounts, Coverage, NodeStatus, Search};
+pub use guided::{ClientCounts, Coverage, Memory, MemoryStart, NodeStatus, Search};
 pub use network::{CutMode, FlowFaults, NetFaults, NetworkFaults};
 pub use plan::{ClockMode, FaultAction, NodeNames, PlannedFault, Target};
 pub use runner::Nemesis;

@@ -161,6 +161,51 @@ async fn a_guided_runs_schedule_is_a_plan_file_that_replays_the_same_faults() {
 }
 
 #[tokio::test]
+async fn a_clock_fault_timed_with_the_next_cut_starts_inside_a_leader_cut() {
+    // A cold chooser tries the coordinated clock arm first: it waits for the next
+    // partition that isolates the leader and starts while that partition lasts.
+    let nemesis = Nemesis::new(guided("partition-leader,clock", 11));
+    let log = Log::default();
+    let cluster = Counting::new(true);
+    nemesis
+        .run_with(&cluster, &log, Duration::from_secs(4), None)
+        .await
+        .unwrap();
+    nemesis.heal(&cluster, &log).await.unwrap();
+    let cov = nemesis.coverage();
+    let timed: u64 = cov
+        .pairs
+        .iter()
+        .filter(|(p, _)| p.ends_with("clock leader with-next-cut"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(timed >= 1, "pairs: {:?}", cov.pairs);
+    let made = nemesis.plan_made().unwrap();
+    let cuts: Vec<(u64, u64)> = made
+        .iter()
+        .filter(|f| matches!(f.action, splitbrain_nemesis::FaultAction::Partition { .. }))
+        .map(|f| (f.at_ms, f.at_ms + f.for_ms))
+        .collect();
+    let inside = made
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.action,
+                splitbrain_nemesis::FaultAction::Clock {
+                    target: splitbrain_nemesis::Target::Leader,
+                    ..
+                }
+            )
+        })
+        .filter(|f| cuts.iter().any(|&(a, b)| a <= f.at_ms && f.at_ms < b))
+        .count();
+    assert!(
+        inside as u64 >= timed,
+        "{inside} inside a cut, {timed} timed: {made:?}"
+    );
+}
+
+#[tokio::test]
 async fn without_a_status_the_search_sees_faults_only_and_says_so() {
     let nemesis = Nemesis::new(guided("kill,partition", 9));
     let log = Log::default();

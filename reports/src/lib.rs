@@ -103,6 +103,27 @@ pub struct FaultSearch {
     /// (`--nemesis-plan` replays it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_file: Option<String>,
+    /// The reward table a guided search started from (`--nemesis-memory`); absent for
+    /// random and plan runs and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<SearchMemory>,
+}
+
+/// Which memory a guided run started from and whether it added to it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchMemory {
+    /// The memory file, or `off`.
+    pub file: String,
+    /// Guided runs it summed when this run started (0: a cold run).
+    pub runs: u64,
+    /// (state, fault) pairs it held then.
+    pub pairs: usize,
+    /// Why it was not used or not written, when so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Whether this run wrote its table back (the memory plus what it tried).
+    #[serde(default)]
+    pub written: bool,
 }
 
 impl RunSummary {

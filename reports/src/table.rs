@@ -61,6 +61,19 @@ pub fn summary_table(s: &RunSummary) -> String {
         if let Some(plan) = &fs.plan_file {
             rows.push(row("  its plan", plan.clone()));
         }
+        if let Some(m) = &fs.memory {
+            let from = if m.runs == 0 {
+                "cold (no earlier runs)".to_string()
+            } else {
+                format!("{} earlier runs, {} pairs", m.runs, m.pairs)
+            };
+            let note = m
+                .note
+                .as_deref()
+                .map(|n| format!("; {n}"))
+                .unwrap_or_default();
+            rows.push(row("  memory", format!("{from}: {}{note}", m.file)));
+        }
     }
     if let Some(links) = &s.links {
         rows.push(row("links", links.describe()));

@@ -174,6 +174,7 @@ pub(crate) async fn run_maelstrom_test(
         Some(Arc::new(net.clone()) as Arc<dyn NetworkFaults>),
     )
     .with_node_names(net.node_names());
+    let nemesis = crate::run::memory::attach(nemesis, spec);
     let op_timeout = Duration::from_millis(spec.op_timeout_ms);
     let n = spec.nodes;
     let make_client: Arc<dyn Fn(usize) -> Box<dyn Client> + Send + Sync> = {
@@ -227,7 +228,8 @@ pub(crate) async fn run_maelstrom_test(
         None => result,
     };
     let stats = net.stats();
-    let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
+    let searched =
+        crate::run::controller::fault_search(&nemesis, spec, &run_dir, recorder.counts.as_ref());
     finish_run(
         spec,
         &run_dir,

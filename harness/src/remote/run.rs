@@ -252,6 +252,7 @@ pub(crate) async fn run_remote_test(
         (None, None) => None,
     };
     let nemesis = Nemesis::with_network(nemesis_spec, network);
+    let nemesis = crate::run::memory::attach(nemesis, spec);
     let clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
     let result = drive(
         spec,
@@ -278,7 +279,8 @@ pub(crate) async fn run_remote_test(
         None => None,
     };
     report_errors(cluster.teardown(&local_nodes).await);
-    let searched = crate::run::controller::fault_search(&nemesis, spec, &run_dir);
+    let searched =
+        crate::run::controller::fault_search(&nemesis, spec, &run_dir, recorder.counts.as_ref());
     drop(nemesis);
     drop(fw);
     drop(cluster);

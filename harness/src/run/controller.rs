@@ -135,6 +135,7 @@ pub(crate) async fn run_local_test(
         (None, None) => Nemesis::with_mesh(nemesis_spec, mesh.clone()),
     }
     .with_node_names(spec.node_names());
+    let nemesis = crate::run::memory::attach(nemesis, spec);
     let mut clients = DriveClients::for_target(&target, &client_addrs, &topts, spec.steps);
     let online = start_online(spec, workload, check, &recorder, show_progress);
     if let (Some(monitor), Some(_)) = (&online, &spec.stop_on_anomaly) {
@@ -178,7 +179,7 @@ pub(crate) async fn run_local_test(
         }
     }
     let online = online.map(OnlineMonitor::finish);
-    let searched = fault_search(&nemesis, spec, &run_dir);
+    let searched = fault_search(&nemesis, spec, &run_dir, recorder.counts.as_ref());
     finish_run(
         spec, &run_dir, &recorder, result, &cancel, workload, check, None, online, searched, links,
     )
@@ -273,13 +274,28 @@ pub(crate) fn open_run(spec: &TestSpec) -> anyhow::Result<(NemesisSpec, TestSpec
 /// What the nemesis's sampler reached, for results.json (`None` for a run that sampled
 /// nothing: no faults). A guided search's schedule is written beside it as
 /// `nemesis-plan.json` (a plan file `--nemesis-plan` replays) and into test.json's
-/// `nemesis_schedule`, the schedule the run followed.
+/// `nemesis_schedule`, the schedule the run followed; first it is credited with the
+/// anomalies `clients` counts (the sampler may have stopped before it saw them), and its
+/// reward table is written back to its memory ([`crate::run::memory`]).
 pub fn fault_search(
     nemesis: &Nemesis,
     spec: &TestSpec,
     run_dir: &RunDir,
+    clients: &dyn splitbrain_nemesis::ClientSignals,
 ) -> Option<splitbrain_reports::FaultSearch> {
+    nemesis.conclude(clients.counts().anomalies);
     let cov = nemesis.coverage();
+    let written = crate::run::memory::save(nemesis, spec, cov.memory.as_ref());
+    let memory = cov
+        .memory
+        .clone()
+        .map(|m| splitbrain_reports::SearchMemory {
+            file: m.file,
+            runs: m.runs,
+            pairs: m.pairs,
+            note: m.note,
+            written,
+        });
     let made = nemesis.plan_made();
     if cov.samples == 0 && made.is_none() {
         return None;
@@ -317,6 +333,7 @@ pub fn fault_search(
         state_counts: cov.states,
         pair_counts: cov.pairs,
         plan_file,
+        memory,
     })
 }
 

@@ -56,6 +56,12 @@ pub struct TestRequest {
     /// `--nemesis-plan` replays). docs/guided.md.
     #[arg(long, value_parser = ["random", "guided"], default_value = "random")]
     pub nemesis_search: String,
+    /// With `--nemesis-search guided`: the (state, fault) reward table the search starts
+    /// from and adds its own to at the end, or `off` for a cold run that leaves none
+    /// [default: the run store's table for this target, workload, bug, faults and node
+    /// count, under STORE/<target>-<workload>/guided-memory/]. docs/guided.md.
+    #[arg(long, value_name = "PATH|off")]
+    pub nemesis_memory: Option<String>,
     /// Number of nodes (default 5; with --hosts, one per host).
     #[arg(long)]
     pub nodes: Option<usize>,
@@ -595,6 +601,7 @@ fn common_spec(
         nemesis_interval_s: r.nemesis_interval,
         nemesis_plan: r.nemesis_plan.clone(),
         nemesis_search: splitbrain_nemesis::Search::parse(&r.nemesis_search).unwrap_or_default(),
+        nemesis_memory: r.nemesis_memory.clone(),
         nemesis_schedule: serde_json::Value::Null,
         nodes,
         concurrency: r.concurrency,

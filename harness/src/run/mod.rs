@@ -19,6 +19,7 @@ pub mod converge;
 pub mod entry;
 pub(crate) mod layout;
 pub mod live;
+pub mod memory;
 pub mod mesh;
 pub mod node_layout;
 pub mod online;

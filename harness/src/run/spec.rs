@@ -28,6 +28,10 @@ pub struct TestSpec {
     /// Absent when random and in older test.json files.
     #[serde(default, skip_serializing_if = "splitbrain_nemesis::Search::is_random")]
     pub nemesis_search: splitbrain_nemesis::Search,
+    /// `--nemesis-memory`: the guided search's reward table (a path, or `off`); absent
+    /// for the store's default and in older test.json files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nemesis_memory: Option<String>,
     /// The fault schedule this run follows (derived from the seed or the plan file; for
     /// a guided search, the schedule it made, written when the main phase ends), so
     /// it can be read and replayed.

@@ -9,9 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{describe, Nemesis, Started};
+use rand::Rng;
+
 use crate::guided::{
-    arm_of, arms, concretize, reward, AbstractState, Abstractor, Arm, Chooser, ClientClass,
-    Coverage, Sample, Search,
+    arm_of, arms, candidates, concretize, reward, AbstractState, Abstractor, Arm, Chooser,
+    ClientClass, Coverage, Memory, MemoryStart, Sample, Search, Timing,
 };
 use crate::plan::PlannedFault;
 use crate::spec::NemesisSpec;
@@ -25,6 +27,9 @@ const SAMPLE_BOUND: Duration = Duration::from_millis(400);
 const DECIDE_EVERY: Duration = Duration::from_millis(100);
 /// How long after a fault stops what is seen is still credited to it.
 const CREDIT_AFTER: Duration = Duration::from_secs(1);
+/// How much longer an anomaly is: the online check looks once a second, and an op's
+/// anomaly is certain only once it has completed.
+const ANOMALY_CREDIT_AFTER: Duration = Duration::from_secs(3);
 
 /// A fault the chooser picked, credited with what is seen while it runs and settles.
 struct Credit {
@@ -49,6 +54,8 @@ pub(crate) struct Guide {
     /// Some node reported whether it leads.
     leaders_known: bool,
     last_anomalies: u64,
+    /// Guided runs the memory the chooser started from sums (0: cold).
+    runs_before: u64,
 }
 
 impl Guide {
@@ -77,6 +84,34 @@ impl Guide {
             plan: Vec::new(),
             leaders_known: false,
             last_anomalies: 0,
+            runs_before: 0,
+        }
+    }
+
+    /// Starts the chooser from `memory` (what earlier guided runs of the same
+    /// configuration left); `start` says where it came from, for results.json.
+    pub(crate) fn remember(&mut self, seed: u64, memory: Option<&Memory>, start: MemoryStart) {
+        if let Some(m) = memory {
+            self.chooser = Chooser::with_memory(seed, m);
+            self.runs_before = m.runs;
+        }
+        self.coverage.memory = Some(start);
+    }
+
+    /// Credits anomalies found since the last sample to the faults running or just
+    /// stopped: what the run's end (`--stop-on-anomaly` ends it at once) would lose.
+    pub(crate) fn conclude(&mut self, anomalies: u64, now: Instant) {
+        let new = anomalies.saturating_sub(self.last_anomalies);
+        self.last_anomalies = self.last_anomalies.max(anomalies);
+        self.coverage.anomalies = self.last_anomalies;
+        if new == 0 || self.search != Search::Guided {
+            return;
+        }
+        let r = reward::ANOMALY * new as f64;
+        for c in self.credits.values() {
+            if c.until.is_none_or(|u| now <= u + ANOMALY_CREDIT_AFTER) {
+                self.chooser.reward(&c.state, &c.arm, r);
+            }
         }
     }
 
@@ -173,14 +208,22 @@ impl Guide {
             r += reward::DISTURBED;
         }
         let anomalies = sample.clients.anomalies;
-        r += reward::ANOMALY * anomalies.saturating_sub(self.last_anomalies) as f64;
+        let found = reward::ANOMALY * anomalies.saturating_sub(self.last_anomalies) as f64;
         self.last_anomalies = self.last_anomalies.max(anomalies);
         self.coverage.anomalies = self.last_anomalies;
         self.coverage.leader_changes = self.abstractor.leader_changes;
-        self.credits.retain(|_, c| c.until.is_none_or(|u| now <= u));
-        if self.search == Search::Guided && r > 0.0 {
+        self.credits
+            .retain(|_, c| c.until.is_none_or(|u| now <= u + ANOMALY_CREDIT_AFTER));
+        if self.search == Search::Guided && r + found > 0.0 {
             for c in self.credits.values() {
-                self.chooser.reward(&c.state, &c.arm, r);
+                let r = if c.until.is_none_or(|u| now <= u) {
+                    r + found
+                } else {
+                    found
+                };
+                if r > 0.0 {
+                    self.chooser.reward(&c.state, &c.arm, r);
+                }
             }
         }
         self.latest = Some(st);
@@ -196,6 +239,29 @@ impl Nemesis {
     /// they were made of. Empty for a run without faults.
     pub fn coverage(&self) -> Coverage {
         self.guide().coverage.clone()
+    }
+
+    /// Starts a guided search from `memory`, the (state, arm) reward table earlier guided
+    /// runs of the same configuration left (`None`: cold); `start` says which, for
+    /// results.json. A run that does not search (random, a plan) only records `start`.
+    pub fn with_memory(self, memory: Option<&Memory>, start: MemoryStart) -> Nemesis {
+        self.guide().remember(self.spec.seed, memory, start);
+        self
+    }
+
+    /// The reward table to leave for the next guided run of this configuration: the
+    /// memory it started from plus what this run tried and earned. `None` for a run that
+    /// did not search (random, a plan).
+    pub fn memory_made(&self, key: &str) -> Option<Memory> {
+        let g = self.guide();
+        (g.search == Search::Guided).then(|| g.chooser.memory(key, g.runs_before + 1))
+    }
+
+    /// Credits the anomalies the run's check had found when the main phase ended (the
+    /// cumulative count) to the faults running then or just before: a run that
+    /// `--stop-on-anomaly` ends stops its sampler before it sees them.
+    pub fn conclude(&self, anomalies: u64) {
+        self.guide().conclude(anomalies, Instant::now());
     }
 
     /// The schedule `--nemesis-search guided` made while the run went on (each fault at
@@ -245,7 +311,9 @@ impl Nemesis {
     /// `--nemesis-search guided`: for each fault class with nothing running and its
     /// settle time over, the chooser picks the next fault from the latest sample's state;
     /// one that waits for a leader change starts when the sampler sees one (or after half
-    /// the class interval).
+    /// the class interval); a clock fault timed with the next cut starts 20-100 ms after
+    /// the next partition that isolates the leader (which the link class then chooses) and
+    /// lasts until it heals, or is dropped when none starts within a class interval.
     pub(super) async fn guided_loop<C: ClusterControl>(
         &self,
         cluster: &C,
@@ -261,14 +329,20 @@ impl Nemesis {
         // plan index -> (stop time, class)
         let mut running: BTreeMap<usize, (Instant, usize)> = BTreeMap::new();
         let mut ready_at = [begin; 3];
-        // a chosen fault waiting for a leader change: (arm, state, changes then, bound)
-        let mut waiting: [Option<(Arm, AbstractState, u64, Instant)>; 3] = Default::default();
+        let mut waiting: [Option<Waiting>; 3] = Default::default();
         let mut plan: Vec<PlannedFault> = Vec::new();
         loop {
             let now = Instant::now();
             let next_stop = running.values().map(|&(end, _)| end).min();
+            let next_cut = waiting
+                .iter()
+                .flatten()
+                .filter_map(|w| w.cut)
+                .map(|(at, _)| at)
+                .min();
             let wake = [
                 next_stop,
+                next_cut,
                 Self::next_tick(&started),
                 Some(now + DECIDE_EVERY),
                 Some(deadline),
@@ -311,7 +385,9 @@ impl Nemesis {
             let Some(state) = latest else { continue };
             let arms =
                 arms_by_class.get_or_insert_with(|| arms(&self.spec.faults, n, leaders_known));
-            for class in 0..3 {
+            // Clocks before links: a clock fault chosen to wait for the next cut is
+            // waiting when the link class chooses, in the same pass.
+            for class in [0, 2, 1] {
                 let now = Instant::now();
                 if arms[class].is_empty()
                     || running.values().any(|&(_, c)| c == class)
@@ -320,40 +396,63 @@ impl Nemesis {
                     continue;
                 }
                 let pick = match waiting[class].take() {
-                    Some((arm, st, seen, bound)) if changes > seen || now >= bound => {
-                        Some((arm, st))
-                    }
-                    Some(w) => {
-                        waiting[class] = Some(w);
-                        None
-                    }
+                    Some(w) => match w.ready(now, changes) {
+                        Ready::Start(for_ms) => Some((w.arm, w.state, for_ms)),
+                        Ready::Drop => None,
+                        Ready::Wait => {
+                            waiting[class] = Some(w);
+                            None
+                        }
+                    },
                     None => {
-                        let chosen = self.guide().chooser.choose(&state, &arms[class]);
+                        // A clock fault waits for the next cut: cut off the leader.
+                        let cut_pending = waiting
+                            .iter()
+                            .flatten()
+                            .any(|w| w.arm.timing == Timing::WithNextCut && w.cut.is_none());
+                        let candidates = candidates(&arms[class], &state, cut_pending);
+                        let chosen = self.guide().chooser.choose(&state, &candidates);
                         match chosen {
-                            Some(arm) if arm.after_leader_change => {
-                                let bound = now + Duration::from_millis(class_iv / 2);
-                                waiting[class] = Some((arm, state, changes, bound));
+                            Some(arm) if arm.timing == Timing::Now => Some((arm, state, None)),
+                            Some(arm) => {
+                                let wait_ms = match arm.timing {
+                                    Timing::WithNextCut => class_iv,
+                                    _ => class_iv / 2,
+                                };
+                                waiting[class] = Some(Waiting {
+                                    arm,
+                                    state,
+                                    changes,
+                                    bound: now + Duration::from_millis(wait_ms),
+                                    cut: None,
+                                });
                                 None
                             }
-                            Some(arm) => Some((arm, state)),
                             None => None,
                         }
                     }
                 };
-                let Some((arm, chosen_in)) = pick else {
+                let Some((arm, chosen_in, for_ms)) = pick else {
                     continue;
                 };
                 let at_ms = now.saturating_duration_since(begin).as_millis() as u64;
                 let fault = {
                     let mut g = self.guide();
-                    let f = concretize(&arm, self.names, n, class_iv, at_ms, g.chooser.rng());
+                    let mut f = concretize(&arm, self.names, n, class_iv, at_ms, g.chooser.rng());
+                    if let Some(for_ms) = for_ms {
+                        f.for_ms = for_ms;
+                    }
                     g.plan.push(f.clone());
                     f
                 };
                 let k = plan.len();
                 plan.push(fault.clone());
                 let mut label = arm_of(&fault, class_iv);
-                label.after_leader_change = arm.after_leader_change;
+                label.timing = arm.timing;
+                if arm.timing == Timing::WithNextCut {
+                    label.long = arm.long;
+                }
+                let cuts_leader = arm.isolates_leader();
                 self.guide()
                     .fault_started(k, class, &label, Some((chosen_in, arm)));
                 let s = self.start(cluster, recorder, k, &fault, n).await;
@@ -361,7 +460,59 @@ impl Nemesis {
                 running.insert(k, (end, class));
                 started.insert(k, s);
                 recorder.set_active(&describe(self.names, &plan, &started));
+                if cuts_leader {
+                    // The cut a waiting clock fault was timed with: it follows shortly.
+                    for w in waiting.iter_mut().flatten() {
+                        if w.arm.timing == Timing::WithNextCut && w.cut.is_none() {
+                            let delay = self
+                                .guide()
+                                .chooser
+                                .rng()
+                                .gen_range(20..=100u64)
+                                .min(fault.for_ms / 2);
+                            w.cut = Some((Instant::now() + Duration::from_millis(delay), end));
+                        }
+                    }
+                }
             }
+        }
+    }
+}
+
+/// A chosen fault waiting for its moment.
+struct Waiting {
+    arm: Arm,
+    /// The state it was chosen in (credited).
+    state: AbstractState,
+    /// Leader changes seen when it was chosen.
+    changes: u64,
+    /// The longest it waits.
+    bound: Instant,
+    /// [`Timing::WithNextCut`], once the cut started: when to start, and the cut's end
+    /// (which is this fault's end too).
+    cut: Option<(Instant, Instant)>,
+}
+
+enum Ready {
+    /// Start it now, for this long when given (else as the arm says).
+    Start(Option<u64>),
+    /// Its moment did not come in time: not started.
+    Drop,
+    Wait,
+}
+
+impl Waiting {
+    fn ready(&self, now: Instant, changes: u64) -> Ready {
+        match (self.arm.timing, self.cut) {
+            // the cut healed before its moment came (a late wake-up): not started
+            (Timing::WithNextCut, Some((_, end))) if now >= end => Ready::Drop,
+            (Timing::WithNextCut, Some((at, end))) if now >= at => {
+                Ready::Start(Some((end - now).as_millis().max(1) as u64))
+            }
+            (Timing::WithNextCut, None) if now >= self.bound => Ready::Drop,
+            (Timing::WithNextCut, _) => Ready::Wait,
+            _ if changes > self.changes || now >= self.bound => Ready::Start(None),
+            _ => Ready::Wait,
         }
     }
 }
