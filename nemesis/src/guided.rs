@@ -448,18 +448,36 @@ pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
 
 /// The arms of one class the chooser may pick from in `state`: an arm that waits for a
 /// leader change only when one may come (some fault is active, or no single leader is
-/// seen: an election is under way), so a quiet start does not wait for nothing; and,
-/// while a clock fault waits for the next cut (`cut_pending`), only the partitions that
-/// isolate the leader, when the class has any.
-pub fn candidates(class_arms: &[Arm], state: &AbstractState, cut_pending: bool) -> Vec<Arm> {
+/// seen: an election is under way), so a quiet start does not wait for nothing; while a
+/// clock fault waits for the next cut (`cut_pending`), only the partitions that isolate
+/// the leader, when the class has any; else, while some kind of the class has not been
+/// started in this run (`started`), only the arms of such kinds, so every kind asked for
+/// is exercised (as the random schedule deals every kind once before any twice, and as
+/// the fault-coverage check requires).
+pub fn candidates(
+    class_arms: &[Arm],
+    state: &AbstractState,
+    cut_pending: bool,
+    started: &BTreeSet<String>,
+) -> Vec<Arm> {
     let change_expected = state.active != 0 || state.leaders != Some(1);
     let isolating = cut_pending && class_arms.iter().any(Arm::isolates_leader);
-    class_arms
+    let open: Vec<Arm> = class_arms
         .iter()
         .filter(|a| a.timing != Timing::AfterLeaderChange || change_expected)
         .filter(|a| !isolating || a.isolates_leader())
         .cloned()
-        .collect()
+        .collect();
+    let fresh: Vec<Arm> = open
+        .iter()
+        .filter(|a| !started.contains(&a.kind))
+        .cloned()
+        .collect();
+    if cut_pending || fresh.is_empty() {
+        open
+    } else {
+        fresh
+    }
 }
 
 /// The fault an arm stands for, with its random details (nodes of a `minority`, delays,
@@ -1232,19 +1250,43 @@ mod tests {
                 .filter(|a| a.timing == Timing::AfterLeaderChange)
                 .count()
         };
+        let none = BTreeSet::new();
         assert!(waits(&all[1]) > 0);
-        assert_eq!(waits(&candidates(&all[1], &quiet, false)), 0);
-        assert!(waits(&candidates(&all[1], &state(0b100, Some(1)), false)) > 0);
-        assert!(waits(&candidates(&all[1], &state(0, Some(0)), false)) > 0);
-        assert!(waits(&candidates(&all[1], &state(0, Some(2)), false)) > 0);
+        assert_eq!(waits(&candidates(&all[1], &quiet, false, &none)), 0);
+        let busy = state(0b100, Some(1));
+        assert!(waits(&candidates(&all[1], &busy, false, &none)) > 0);
+        assert!(waits(&candidates(&all[1], &state(0, Some(0)), false, &none)) > 0);
+        assert!(waits(&candidates(&all[1], &state(0, Some(2)), false, &none)) > 0);
         // a clock fault waiting for the next cut: the links choose a leader cut
-        let cut = candidates(&all[1], &quiet, true);
+        let cut = candidates(&all[1], &quiet, true, &none);
         assert!(!cut.is_empty());
         assert!(cut.iter().all(Arm::isolates_leader));
         // a class without such a partition chooses among all it has
         assert_eq!(
-            candidates(&all[2], &quiet, true).len(),
+            candidates(&all[2], &quiet, true, &none).len(),
             all[2].len() - waits(&all[2])
+        );
+    }
+
+    #[test]
+    fn every_kind_of_a_class_is_offered_before_any_kind_again() {
+        let all = arms(&kinds(&["partition", "slow", "loss"]), 5, false);
+        let quiet = state(0, None);
+        let kinds_of = |v: &[Arm]| v.iter().map(|a| a.kind.clone()).collect::<BTreeSet<_>>();
+        let mut started = BTreeSet::new();
+        assert_eq!(
+            kinds_of(&candidates(&all[1], &quiet, false, &started)).len(),
+            3
+        );
+        started.insert("partition".to_string());
+        let left = kinds_of(&candidates(&all[1], &quiet, false, &started));
+        assert_eq!(left, ["loss", "slow"].map(String::from).into());
+        started.insert("slow".to_string());
+        started.insert("loss".to_string());
+        // once each kind has run, every arm is offered again
+        assert_eq!(
+            candidates(&all[1], &quiet, false, &started).len(),
+            all[1].len()
         );
     }
 }

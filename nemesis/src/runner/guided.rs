@@ -330,6 +330,8 @@ impl Nemesis {
         let mut running: BTreeMap<usize, (Instant, usize)> = BTreeMap::new();
         let mut ready_at = [begin; 3];
         let mut waiting: [Option<Waiting>; 3] = Default::default();
+        // kinds started so far: each kind of a class runs once before any runs twice
+        let mut kinds_started: BTreeSet<String> = BTreeSet::new();
         let mut plan: Vec<PlannedFault> = Vec::new();
         loop {
             let now = Instant::now();
@@ -410,7 +412,8 @@ impl Nemesis {
                             .iter()
                             .flatten()
                             .any(|w| w.arm.timing == Timing::WithNextCut && w.cut.is_none());
-                        let candidates = candidates(&arms[class], &state, cut_pending);
+                        let candidates =
+                            candidates(&arms[class], &state, cut_pending, &kinds_started);
                         let chosen = self.guide().chooser.choose(&state, &candidates);
                         match chosen {
                             Some(arm) if arm.timing == Timing::Now => Some((arm, state, None)),
@@ -453,6 +456,7 @@ impl Nemesis {
                     label.long = arm.long;
                 }
                 let cuts_leader = arm.isolates_leader();
+                kinds_started.insert(arm.kind.clone());
                 self.guide()
                     .fault_started(k, class, &label, Some((chosen_in, arm)));
                 let s = self.start(cluster, recorder, k, &fault, n).await;
