@@ -12,8 +12,8 @@ use super::{describe, Nemesis, Started};
 use rand::Rng;
 
 use crate::guided::{
-    arm_of, arms, candidates, concretize, reward, AbstractState, Abstractor, Arm, Chooser,
-    ClientClass, Coverage, Memory, MemoryStart, Sample, Search, Timing,
+    arm_of, arms, candidates, concretize, coverage_kind, reward, AbstractState, Abstractor, Arm,
+    Chooser, ClientClass, Coverage, Memory, MemoryStart, Sample, Search, Timing,
 };
 use crate::plan::PlannedFault;
 use crate::spec::NemesisSpec;
@@ -456,7 +456,7 @@ impl Nemesis {
                     label.long = arm.long;
                 }
                 let cuts_leader = arm.isolates_leader();
-                kinds_started.insert(arm.kind.clone());
+                kinds_started.insert(coverage_kind(&arm).to_string());
                 self.guide()
                     .fault_started(k, class, &label, Some((chosen_in, arm)));
                 let s = self.start(cluster, recorder, k, &fault, n).await;
