@@ -760,4 +760,81 @@ mod tests {
         let o = m.outside.as_ref().expect("unfaulted windows");
         assert_eq!((o.messages, o.dropped), (8, 0));
     }
+
+    /// A line-echo server on loopback, standing in for a node's client port.
+    async fn echo_server() -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (read, mut write) = conn.into_split();
+                    let mut lines = BufReader::new(read).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        if write
+                            .write_all(format!("{line}\n").as_bytes())
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_client_mesh_reports_each_nodes_client_link_and_its_delay() {
+        // Three nodes, each with a client proxy; n2's answers to its clients are slowed by
+        // 40 ms, n1's and n3's are not.
+        let nodes = vec![
+            echo_server().await,
+            echo_server().await,
+            echo_server().await,
+        ];
+        let mesh = ProxyMesh::start_with_clients(nodes.clone(), nodes, 7)
+            .await
+            .unwrap();
+        mesh.set_client_delay(1, Duration::from_millis(40), Duration::ZERO);
+        for i in 0..3 {
+            let conn = tokio::net::TcpStream::connect(mesh.client_addr(i).unwrap())
+                .await
+                .unwrap();
+            let (read, mut write) = conn.into_split();
+            let mut lines = BufReader::new(read).lines();
+            for k in 0..3 {
+                write
+                    .write_all(format!("op {k}\n").as_bytes())
+                    .await
+                    .unwrap();
+                let answer = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+                    .await
+                    .expect("the proxy answers")
+                    .unwrap();
+                assert_eq!(answer.as_deref(), Some(format!("op {k}").as_str()));
+            }
+        }
+        let m = summarize_client_mesh(&mesh, 3, 5.0);
+        let names: Vec<(&str, &str)> = m
+            .links
+            .iter()
+            .map(|l| (l.from.as_str(), l.to.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [("n1", "clients"), ("n2", "clients"), ("n3", "clients")],
+            "only the client links, no peer link"
+        );
+        assert_eq!((m.hosts, m.hosts_reporting), (0, 0), "a local mesh");
+        let slow = &m.links[1];
+        assert!(slow.delayed_chunks >= 3, "{slow:?}");
+        assert!(slow.mean_delay_ms.unwrap() >= 39.0, "{slow:?}");
+        for fast in [&m.links[0], &m.links[2]] {
+            assert_eq!(fast.delayed_chunks, 0, "{fast:?}");
+            assert_eq!(fast.dropped, 0, "{fast:?}");
+        }
+        mesh.shutdown().await;
+    }
 }
