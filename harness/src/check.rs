@@ -63,6 +63,39 @@ fn observed_kinds(
     struct Tally<'h> {
         fs: HashMap<&'h str, (u64, u64)>,
         micro: HashMap<std::borrow::Cow<'h, str>, (u64, u64)>,
+        /// Per set of micro-op names the reader recorded (by its index): how many
+        /// transactions invoked it and how many observed it.
+        sets: Vec<(u64, u64)>,
+    }
+    /// Counts op `pos`'s micro-op names, in `invoked` or `observed`: by the set the
+    /// reader recorded when there is one (the text is not read again), else by name.
+    fn count<'h>(t: &mut Tally<'h>, history: &'h History, pos: usize, observed: bool) {
+        let at = |n: &mut (u64, u64)| {
+            if observed {
+                n.1 += 1
+            } else {
+                n.0 += 1
+            }
+        };
+        if let Some(id) = history.op_micro_op_set(pos) {
+            if t.sets.len() <= id {
+                t.sets.resize(id + 1, (0, 0));
+            }
+            at(&mut t.sets[id]);
+            return;
+        }
+        for m in history.op_micro_op_names_borrowed(pos) {
+            at(t.micro.entry(m).or_default());
+        }
+    }
+    fn merge_sets(into: &mut Vec<(u64, u64)>, from: Vec<(u64, u64)>) {
+        if into.len() < from.len() {
+            into.resize(from.len(), (0, 0));
+        }
+        for (a, b) in into.iter_mut().zip(from) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
     }
     fn merge<K: std::hash::Hash + Eq>(
         into: &mut HashMap<K, (u64, u64)>,
@@ -97,13 +130,9 @@ fn observed_kinds(
                         if f != "txn" {
                             continue;
                         }
-                        for m in history.op_micro_op_names_borrowed(s.invoke_pos) {
-                            t.micro.entry(m).or_default().0 += 1;
-                        }
+                        count(&mut t, history, s.invoke_pos, false);
                         if let (Outcome::Ok, Some(c)) = (s.outcome, s.complete_pos) {
-                            for m in history.op_micro_op_names_borrowed(c) {
-                                t.micro.entry(m).or_default().1 += 1;
-                            }
+                            count(&mut t, history, c, true);
                         }
                     }
                     t
@@ -111,15 +140,27 @@ fn observed_kinds(
                 .reduce(Tally::default, |mut a, b| {
                     merge(&mut a.fs, b.fs);
                     merge(&mut a.micro, b.micro);
+                    merge_sets(&mut a.sets, b.sets);
                     a
                 })
         },
         |t| {
             merge(&mut tally.fs, t.fs);
             merge(&mut tally.micro, t.micro);
+            merge_sets(&mut tally.sets, t.sets);
             false
         },
     );
+    for (id, (i, o)) in tally.sets.iter().enumerate() {
+        for m in history.micro_op_name_set(id) {
+            let e = tally
+                .micro
+                .entry(std::borrow::Cow::Borrowed(m))
+                .or_default();
+            e.0 += i;
+            e.1 += o;
+        }
+    }
     let fs = tally.fs.into_iter().map(|(f, n)| (f.to_string(), n));
     let micro = tally
         .micro
@@ -477,17 +518,37 @@ mod tests {
             .unwrap();
         line(&mut text, 9, "invoke", r#"[["append", 1, 3]]"#);
         line(&mut text, 9, "info", "null");
+        // A name too long for the reader to record: counted from the text.
+        line(
+            &mut text,
+            8,
+            "invoke",
+            r#"[["increment", 1, 1], ["r", 1, null]]"#,
+        );
+        line(
+            &mut text,
+            8,
+            "ok",
+            r#"[["increment", 1, 1], ["r", 1, [1]]]"#,
+        );
         let la = splitbrain_checkers::history::read::read_str(&text, Path::new("h.jsonl"), None)
             .unwrap();
+        assert!(la.op_micro_op_set(0).is_some(), "recorded when read");
+        assert!(la.op_micro_op_set(12).is_none(), "too long to record");
         let opts = CheckOptions::default();
         for h in [&rw, &la] {
             let whole = observed_kinds(h, &opts, PASS_BLOCK);
             assert_eq!(observed_kinds(h, &opts, 2), whole);
             assert_eq!(observed_kinds(h, &opts, 1), whole);
+            // Names the reader recorded count as names read from each value do.
+            let parsed = History::new(h.ops().to_vec()).unwrap();
+            assert_eq!(parsed.op_micro_op_set(0), None);
+            assert_eq!(observed_kinds(&parsed, &opts, PASS_BLOCK), whole);
         }
         let whole = observed_kinds(&la, &opts, PASS_BLOCK);
-        assert_eq!(whole["txn"], (6, 4));
-        assert_eq!(whole["txn:r"], (5, 4));
+        assert_eq!(whole["txn"], (7, 5));
+        assert_eq!(whole["txn:r"], (6, 5));
+        assert_eq!(whole["txn:increment"], (1, 1));
         assert_eq!(whole["txn:append"], (1, 0));
         assert_eq!(infer_workload_in_blocks(&rw, 2), "rw-register");
         assert_eq!(infer_workload_in_blocks(&la, 2), "list-append");

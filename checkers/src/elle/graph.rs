@@ -217,10 +217,10 @@ impl Graph {
         // Same layout: these collect in place.
         let mut targets: Vec<u32> = targets.into_iter().map(AtomicU32::into_inner).collect();
         let mut kinds: Vec<u8> = kinds.into_iter().map(AtomicU8::into_inner).collect();
-        let placed: Vec<u32> = placed.into_iter().map(AtomicU32::into_inner).collect();
         // Sort each segment by (target, kind) and merge parallel edges in place, in
-        // parallel over ranges of sources; `merged[v]` is what is left of v's segment.
-        let mut merged = vec![0u32; n];
+        // parallel over ranges of sources; `merged[v]`, which held how many edges were
+        // placed in v's segment, becomes what is left of it.
+        let mut merged: Vec<u32> = placed.into_iter().map(AtomicU32::into_inner).collect();
         let ranges: Vec<Range<usize>> = split_range(n, rayon::current_num_threads() * 4).collect();
         let mut jobs = Vec::with_capacity(ranges.len());
         let (mut t_rest, mut k_rest, mut m_rest) =
@@ -238,7 +238,7 @@ impl Graph {
             let mut scratch: Vec<u64> = Vec::new();
             for (i, v) in r.enumerate() {
                 let start = offsets[v] - base;
-                let len = (placed[v] as usize).min(offsets[v + 1] - offsets[v]);
+                let len = (m[i] as usize).min(offsets[v + 1] - offsets[v]);
                 scratch.clear();
                 scratch.extend((start..start + len).map(|j| ((t[j] as u64) << 8) | k[j] as u64));
                 scratch.sort_unstable();

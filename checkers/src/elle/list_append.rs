@@ -371,14 +371,16 @@ fn read_anomalies(
 
 /// Readers of each version (by last element) and of each key's initial state.
 pub(crate) struct Readers {
-    offsets: Vec<usize>,
+    /// Where each slot's readers start in `txns` (u32: a history has fewer than 2^32
+    /// reads; half the memory of usize at tens of millions of versions).
+    offsets: Vec<u32>,
     txns: Vec<u32>,
 }
 
 impl Readers {
     pub fn build(txns: &Txns) -> Readers {
         let slots = txns.num_versions() + txns.num_keys();
-        let mut counts = vec![0usize; slots + 1];
+        let mut counts = vec![0u32; slots + 1];
         let each = |f: &mut dyn FnMut(u32, u32)| {
             for (t, tx) in txns.txns.iter().enumerate() {
                 if !tx.possible() {
@@ -398,9 +400,9 @@ impl Readers {
             counts[i + 1] += counts[i];
         }
         let mut fill = counts.clone();
-        let mut out = vec![0u32; counts[slots]];
+        let mut out = vec![0u32; counts[slots] as usize];
         each(&mut |s, t| {
-            out[fill[s as usize]] = t;
+            out[fill[s as usize] as usize] = t;
             fill[s as usize] += 1;
         });
         Readers {
@@ -416,7 +418,7 @@ impl Readers {
         } else {
             prev as usize
         };
-        &self.txns[self.offsets[slot]..self.offsets[slot + 1]]
+        &self.txns[self.offsets[slot] as usize..self.offsets[slot + 1] as usize]
     }
 }
 

@@ -100,6 +100,39 @@ pub(crate) enum Scalar {
     Other(u32),
 }
 
+/// A column of scalars in 8 bytes each (an enum of them takes 16): the integers in
+/// place, the few other scalars' text indices beside them.
+#[derive(Default)]
+pub(crate) struct ScalarColumn {
+    /// Each scalar's integer (0 for another scalar).
+    ints: Vec<i64>,
+    /// The positions of the non-integer scalars, and their text indices.
+    others: FxMap<u32, u32>,
+}
+
+impl ScalarColumn {
+    pub fn push(&mut self, s: Scalar) {
+        match s {
+            Scalar::Int(i) => self.ints.push(i),
+            Scalar::Other(o) => {
+                self.others.insert(self.ints.len() as u32, o);
+                self.ints.push(0);
+            }
+        }
+    }
+
+    pub fn get(&self, at: u32) -> Scalar {
+        match self.others.get(&at) {
+            Some(&o) => Scalar::Other(o),
+            None => Scalar::Int(self.ints[at as usize]),
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.ints.capacity() * 8 + self.others.capacity() * 12
+    }
+}
+
 /// All transactions of a history in compact form.
 #[derive(Default)]
 pub(crate) struct Txns<'h> {
@@ -114,7 +147,7 @@ pub(crate) struct Txns<'h> {
     /// Key of each version.
     pub version_key: Vec<u32>,
     /// Value of each version.
-    pub version_value: Vec<Scalar>,
+    pub version_value: ScalarColumn,
     /// Each key's scalar, for display.
     pub key_scalar: Vec<Scalar>,
     /// Texts of non-integer scalars.
@@ -184,7 +217,7 @@ impl Txns<'_> {
     }
 
     pub fn version_text(&self, v: u32) -> String {
-        self.scalar_text(self.version_value[v as usize])
+        self.scalar_text(self.version_value.get(v))
     }
 
     /// Renders a list read like Elle: `[1 2 3]`.
@@ -198,7 +231,7 @@ impl Txns<'_> {
     }
 
     pub fn version_json(&self, v: u32) -> Value {
-        self.scalar_json(self.version_value[v as usize])
+        self.scalar_json(self.version_value.get(v))
     }
 
     pub fn list_json(&self, elems: &[u32]) -> Value {
@@ -221,7 +254,7 @@ impl Txns<'_> {
             + self.mops.capacity() * std::mem::size_of::<Mop>()
             + self.elems.capacity() * 4
             + self.version_key.capacity() * 4
-            + self.version_value.capacity() * std::mem::size_of::<Scalar>()
+            + self.version_value.heap_bytes()
             + self.key_scalar.capacity() * std::mem::size_of::<Scalar>()
             + texts
             + shared

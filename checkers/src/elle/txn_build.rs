@@ -47,8 +47,10 @@ enum Bad {
 }
 
 /// Integer keys in 0..this are found by indexing `Builder::small_keys` instead of hashing
-/// (histories mostly use a few thousand small integer keys); a table of at most 1 MiB.
-const SMALL_KEYS: i64 = 1 << 18;
+/// (histories mostly use small integer keys: a few thousand, or millions when keys
+/// rotate, as Elle's generator's do); the table grows to the largest key seen, at most
+/// 16 MiB.
+const SMALL_KEYS: i64 = 1 << 22;
 
 struct Builder<'h> {
     out: Txns<'h>,

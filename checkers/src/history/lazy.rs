@@ -20,6 +20,128 @@ pub(crate) struct OpHead {
     pub f: u32,
     pub op_type: OpType,
     nemesis: bool,
+    /// The micro-op names of the op's value, as an index into the history's table of
+    /// name sets ([`MopNameSets`]), when the reader recorded them (in the head's padding:
+    /// no extra memory); [`MOP_NAMES_UNRECORDED`] otherwise.
+    pub mop_names: u8,
+}
+
+/// `OpHead::mop_names` of an op whose micro-op names were not recorded when read.
+pub(crate) const MOP_NAMES_UNRECORDED: u8 = u8::MAX;
+
+/// Distinct micro-op names a recorded set holds at most; a value naming more is left
+/// unrecorded (read from its text when asked).
+pub(crate) const MOP_NAMES_MAX: usize = 4;
+
+/// The micro-op names of one value, distinct, each packed into a u64 (its bytes and its
+/// length), so that comparing and deduplicating them costs no string comparison: the
+/// reader does this for every op. Names of more than 7 bytes are not recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MopNames {
+    /// Packed names, ascending (a canonical order; not the names' text order).
+    keys: [u64; MOP_NAMES_MAX],
+    len: u8,
+}
+
+/// `name` packed into a u64 (length in the top byte); `None` past 7 bytes.
+fn pack_name(name: &str) -> Option<u64> {
+    let b = name.as_bytes();
+    if b.len() > 7 {
+        return None;
+    }
+    let mut k = [0u8; 8];
+    k[..b.len()].copy_from_slice(b);
+    k[7] = b.len() as u8;
+    Some(u64::from_le_bytes(k))
+}
+
+/// The name [`pack_name`] packed.
+fn unpack_name(k: u64) -> String {
+    let len = (k >> 56) as usize;
+    let bytes: Vec<u8> = (0..len.min(7)).map(|i| (k >> (8 * i)) as u8).collect();
+    // The bytes were a whole `str` of at most 7 bytes.
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+impl MopNames {
+    /// Adds `name`; false when it cannot be recorded (more than [`MOP_NAMES_MAX`]
+    /// distinct names, or a long one).
+    pub fn insert(&mut self, name: &str) -> bool {
+        let Some(k) = pack_name(name) else {
+            return false;
+        };
+        let len = self.len as usize;
+        let mut at = len;
+        for (i, &x) in self.keys[..len].iter().enumerate() {
+            if x == k {
+                return true;
+            }
+            if x > k {
+                at = i;
+                break;
+            }
+        }
+        if len == MOP_NAMES_MAX {
+            return false;
+        }
+        self.keys.copy_within(at..len, at + 1);
+        self.keys[at] = k;
+        self.len += 1;
+        true
+    }
+
+    /// How many names.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// The names, sorted by their text.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.keys[..self.len as usize]
+            .iter()
+            .map(|&k| unpack_name(k))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The distinct sets of micro-op names a history's values hold (a handful: `r`,
+/// `append`, both, none), each sorted; ops name them by index (`OpHead::mop_names`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MopNameSets {
+    pub sets: Vec<Vec<String>>,
+    /// Each set as it was interned.
+    keys: Vec<MopNames>,
+    /// The last set found: consecutive ops often share one.
+    last: Option<u8>,
+}
+
+impl MopNameSets {
+    /// The index of `names` (added if new); [`MOP_NAMES_UNRECORDED`] once the table is
+    /// full.
+    pub fn intern(&mut self, names: MopNames) -> u8 {
+        if let Some(id) = self.last.filter(|&id| self.keys[id as usize] == names) {
+            return id;
+        }
+        let id = match self.keys.iter().position(|k| *k == names) {
+            Some(id) => id as u8,
+            None if self.keys.len() < MOP_NAMES_UNRECORDED as usize => {
+                self.keys.push(names);
+                self.sets.push(names.names());
+                (self.keys.len() - 1) as u8
+            }
+            None => return MOP_NAMES_UNRECORDED,
+        };
+        self.last = Some(id);
+        id
+    }
+
+    /// The sets interned, as they were.
+    pub fn keys(&self) -> &[MopNames] {
+        &self.keys
+    }
 }
 
 impl OpHead {
@@ -34,6 +156,7 @@ impl OpHead {
             f,
             op_type,
             nemesis,
+            mop_names: MOP_NAMES_UNRECORDED,
         }
     }
 
@@ -98,9 +221,7 @@ impl Text {
     fn get(&self, start: usize, len: usize) -> Option<&str> {
         match self {
             Text::Owned(s) => s.get(start..start.checked_add(len)?),
-            Text::Mapped(m) => {
-                std::str::from_utf8(m.bytes().get(start..start.checked_add(len)?)?).ok()
-            }
+            Text::Mapped(m) => m.str(start..start.checked_add(len)?),
         }
     }
 

@@ -3,6 +3,7 @@
 //! (the harness's hollow-run rule) must not build each value as a `serde_json::Value`,
 //! which at 10M transactions cost more than the check it stands beside.
 
+use super::lazy::MOP_NAMES_UNRECORDED;
 use super::{History, ValueRef};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -48,6 +49,12 @@ impl History {
     /// (a name without escapes in the text, or a parsed value's): one allocation per op,
     /// for passes over every transaction.
     pub fn op_micro_op_names_borrowed(&self, pos: usize) -> Vec<Cow<'_, str>> {
+        if let Some(id) = self.op_micro_op_set(pos) {
+            return self.mop_sets[id]
+                .iter()
+                .map(|n| Cow::Borrowed(n.as_str()))
+                .collect();
+        }
         let mut names = match self.value_ref(pos) {
             Some(ValueRef::Json(v)) => names_of_value(v),
             Some(ValueRef::Text(t)) => match scan_names(t) {
@@ -74,10 +81,29 @@ impl History {
 }
 
 impl History {
+    /// The micro-op names of the value of the op at `pos` as the reader recorded them
+    /// (JSON Lines ops of the common shape): an index for
+    /// [`History::micro_op_name_set`], which then holds what
+    /// [`History::op_micro_op_names`] says, without the value's text being read again.
+    /// `None` when they were not recorded.
+    pub fn op_micro_op_set(&self, pos: usize) -> Option<usize> {
+        let id = self.heads.get(pos)?.mop_names;
+        (id != MOP_NAMES_UNRECORDED && (id as usize) < self.mop_sets.len()).then_some(id as usize)
+    }
+
+    /// The names (sorted, distinct) of a set [`History::op_micro_op_set`] named; empty
+    /// for an index it never gave.
+    pub fn micro_op_name_set(&self, id: usize) -> &[String] {
+        self.mop_sets.get(id).map(Vec::as_slice).unwrap_or(&[])
+    }
+
     /// Whether the value of the op at `pos` has a micro-op named `name`, as
     /// [`History::op_micro_op_names`] would say, but a text without the quoted name (and
     /// without escapes, which could spell it otherwise) is answered without parsing it.
     pub fn op_has_micro_op(&self, pos: usize, name: &str) -> bool {
+        if let Some(id) = self.op_micro_op_set(pos) {
+            return self.mop_sets[id].iter().any(|m| m == name);
+        }
         if let Some(ValueRef::Text(t)) = self.value_ref(pos) {
             let quoted = t
                 .match_indices(name)
@@ -334,11 +360,20 @@ mod tests {
             let value: Value = serde_json::from_str(&text).unwrap();
             let mut expected: Vec<String> =
                 names_of_value(&value).into_iter().map(Cow::into_owned).collect();
+            expected.sort();
             if let Some(scanned) = scan_names(&text) {
                 let mut scanned: Vec<String> = scanned.into_iter().map(Cow::into_owned).collect();
                 scanned.sort();
-                expected.sort();
-                prop_assert_eq!(scanned, expected, "{}", text);
+                prop_assert_eq!(scanned, expected.clone(), "{}", text);
+            }
+            // What the JSON Lines reader records as it reads a line with this value.
+            expected.dedup();
+            let line = format!(r#"{{"process":0,"type":"ok","f":"txn","value":{text}}}"#);
+            let mut scratch = Vec::new();
+            if let Some(recorded) = crate::history::read::json_line::read_op_line(&line, &mut scratch)
+                .and_then(|l| l.mop_names)
+            {
+                prop_assert_eq!(recorded.names(), expected, "{}", text);
             }
         }
     }

@@ -136,6 +136,8 @@ pub struct History {
     pairs: OnceLock<Vec<OpPair>>,
     /// The index each op carried in its file, kept only when some differ from positions.
     indices: Option<Vec<u64>>,
+    /// The sets of micro-op names the reader recorded (`OpHead::mop_names` index them).
+    mop_sets: Vec<Vec<String>>,
 }
 
 impl History {
@@ -197,6 +199,7 @@ impl History {
             slots,
             pairs: OnceLock::new(),
             indices,
+            mop_sets: Vec::new(),
         })
     }
 

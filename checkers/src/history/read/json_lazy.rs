@@ -6,6 +6,7 @@
 use super::json_line::{self, OpLine};
 use super::{is_txn_value, missing_f_reason, ParseContext};
 use crate::history::lazy::Span;
+use crate::history::lazy::{MopNameSets, MOP_NAMES_UNRECORDED};
 use crate::history::{
     simple_json, History, HistoryError, LineSource, NameTable, Op, OpHead, OpType, Process, Spans,
     Text, NO_INDEX,
@@ -66,6 +67,7 @@ pub(super) fn serde_light(line: &str) -> Result<OpLine<'_>, serde_json::Error> {
         key: light.key.map(RawValue::get),
         node: light.node,
         error: light.error.map(RawValue::get),
+        mop_names: None,
     })
 }
 
@@ -78,6 +80,8 @@ struct Chunk {
     keys: Vec<Span>,
     /// Names in this chunk; `heads[..].f` index it until merged.
     names: NameTable,
+    /// Micro-op name sets in this chunk; `heads[..].mop_names` index it until merged.
+    mop_sets: MopNameSets,
     /// Lines in the chunk (blank ones included), for numbering later chunks' lines.
     line_count: usize,
     /// The chunk's first malformed line (0-based within the chunk) and why.
@@ -217,12 +221,16 @@ fn parse_chunk(chunk: &str, offset: usize) -> Chunk {
             }
         }
         out.indices.push(out.heads.len(), light.index);
-        out.heads.push(OpHead::new(
+        let mut head = OpHead::new(
             light.time,
             light.process,
             light.op_type,
             out.names.intern(&f),
-        ));
+        );
+        if let Some(m) = light.mop_names {
+            head.mop_names = out.mop_sets.intern(m);
+        }
+        out.heads.push(head);
         out.lines.push(span(line));
         out.values.push(light.value.map(span).unwrap_or_default());
         out.keys.push(light.key.map(span).unwrap_or_default());
@@ -244,6 +252,7 @@ pub(crate) fn read_json_lines_lazy(
     let bounds = chunk_bounds(bytes);
     let windows: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
     let mut names = NameTable::default();
+    let mut mop_sets = MopNameSets::default();
     let mut heads: Vec<OpHead> = Vec::new();
     let mut spans = Spans::default();
     let mut lines_before = 0;
@@ -301,8 +310,13 @@ pub(crate) fn read_json_lines_lazy(
                     );
                     lines_before += chunk.line_count;
                     let ids: Vec<u32> = chunk.names.names.iter().map(|n| names.intern(n)).collect();
+                    let mut set_ids = [MOP_NAMES_UNRECORDED; 256];
+                    for (i, &set) in chunk.mop_sets.keys().iter().enumerate() {
+                        set_ids[i] = mop_sets.intern(set);
+                    }
                     heads.extend(chunk.heads.into_iter().map(|mut h| {
                         h.f = ids[h.f as usize];
+                        h.mop_names = set_ids[h.mop_names as usize];
                         h
                     }));
                     for ((line, value), key) in
@@ -318,11 +332,19 @@ pub(crate) fn read_json_lines_lazy(
         merged?;
         pending = next;
     }
+    let mut text = text;
+    if let Text::Mapped(m) = &mut text {
+        // SAFETY: every chunk (together, the whole file, split after newlines) was
+        // checked by `from_utf8` above, or the read returned its error.
+        unsafe { m.assume_utf8() };
+    }
     let source = LineSource::new(text, spans);
     if !unnamed.is_empty() {
         name_completions(&mut heads, &unnamed, &source, ctx)?;
     }
-    History::from_heads(heads, names.names, Some(Arc::new(source)), indices)
+    let mut history = History::from_heads(heads, names.names, Some(Arc::new(source)), indices)?;
+    history.mop_sets = mop_sets.sets;
+    Ok(history)
 }
 
 /// Gives each op in `unnamed` (position, line) that carries no `f` and no transaction

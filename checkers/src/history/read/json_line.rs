@@ -4,6 +4,7 @@
 //! reads it with serde_json, whose verdict and message stand. So whatever this accepts
 //! it must read exactly as serde_json reads it (`tests` compares the two).
 
+use crate::history::lazy::MopNames;
 use crate::history::simple_json::{self, Node};
 use crate::history::{OpType, Process};
 use std::borrow::Cow;
@@ -25,6 +26,30 @@ pub(crate) struct OpLine<'a> {
     pub node: Option<Cow<'a, str>>,
     /// The error's text; `None` when absent or `null`.
     pub error: Option<&'a str>,
+    /// The micro-op names of the value (none for an absent one), as
+    /// `History::op_micro_op_names` gives them; `None` when not recorded (more than
+    /// `MOP_NAMES_MAX` of them, or a line read by serde_json).
+    pub mop_names: Option<MopNames>,
+}
+
+/// The micro-op names of a value parsed into `nodes` (its root first): the first element
+/// of each list inside a list, where that is a string. `None` past `MOP_NAMES_MAX`.
+fn mop_names(nodes: &[Node<'_>]) -> Option<MopNames> {
+    let mut names = MopNames::default();
+    let Some(&Node::List { next, .. }) = nodes.first() else {
+        return Some(names);
+    };
+    let mut i = 1;
+    while i < next as usize {
+        if let (Node::List { len: 1.., .. }, Some(&Node::Str(name))) = (nodes[i], nodes.get(i + 1))
+        {
+            if !names.insert(name) {
+                return None;
+            }
+        }
+        i = simple_json::skip(nodes, i);
+    }
+    Some(names)
 }
 
 /// Reads `line` (already trimmed) when it has the common shape; `scratch` is reused
@@ -36,6 +61,7 @@ pub(crate) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
     let (mut index, mut time, mut f, mut value) = (None, 0, Cow::Borrowed(""), None);
     let (mut process, mut op_type) = (None, None);
     let (mut key, mut node, mut error) = (None, None, None);
+    let mut names = Some(MopNames::default());
     c.ws();
     if c.peek() == Some(b'}') {
         c.i += 1;
@@ -44,7 +70,7 @@ pub(crate) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
             let name = c.plain_string()?;
             c.expect(b':')?;
             c.ws();
-            let bit = FIELDS.iter().position(|&n| n == name)?;
+            let bit = field_bit(name)?;
             if seen & (1 << bit) != 0 {
                 return None; // serde's "duplicate field" error
             }
@@ -77,6 +103,7 @@ pub(crate) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
                 "value" => {
                     let text = c.subset_value(scratch)?;
                     value = (text != "null").then_some(text);
+                    names = mop_names(scratch);
                 }
                 "key" => {
                     let text = c.subset_value(scratch)?;
@@ -107,6 +134,7 @@ pub(crate) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
         key,
         node,
         error,
+        mop_names: names,
     })
 }
 
@@ -114,6 +142,29 @@ pub(crate) fn read_op_line<'a>(line: &'a str, scratch: &mut Vec<Node<'a>>) -> Op
 const FIELDS: [&str; 9] = [
     "index", "time", "process", "type", "f", "key", "value", "node", "error",
 ];
+
+/// The position of `name` in [`FIELDS`] (by its length and first byte, then the whole
+/// name): every line names several fields.
+fn field_bit(name: &str) -> Option<usize> {
+    let bit = match (name.len(), name.as_bytes().first()?) {
+        (5, b'i') => 0,
+        (4, b't') => {
+            if name.as_bytes()[1] == b'i' {
+                1
+            } else {
+                3
+            }
+        }
+        (7, b'p') => 2,
+        (1, b'f') => 4,
+        (3, b'k') => 5,
+        (5, b'v') => 6,
+        (4, b'n') => 7,
+        (5, b'e') => 8,
+        _ => return None,
+    };
+    (FIELDS[bit] == name).then_some(bit)
+}
 
 struct Cursor<'a> {
     line: &'a str,
@@ -205,9 +256,12 @@ mod tests {
     /// the lazy reader falls back to.
     fn agrees(line: &str) -> bool {
         let mut scratch = Vec::new();
-        let Some(fast) = read_op_line(line, &mut scratch) else {
+        let Some(mut fast) = read_op_line(line, &mut scratch) else {
             return false;
         };
+        // Only the fast path records micro-op names; they are compared with the parsed
+        // value's in `history::micro_ops`.
+        fast.mop_names = None;
         let slow = serde_light(line)
             .unwrap_or_else(|e| panic!("fast read {line:?} which serde refuses: {e}"));
         assert_eq!(fast, slow, "{line}");
@@ -226,6 +280,44 @@ mod tests {
         ] {
             assert!(agrees(line), "the fast path gave up on {line}");
         }
+    }
+
+    #[test]
+    fn field_names_are_found_by_length_and_first_byte() {
+        for (i, name) in FIELDS.iter().enumerate() {
+            assert_eq!(field_bit(name), Some(i), "{name}");
+        }
+        for name in [
+            "", "i", "tame", "tyme", "index2", "valuE", "nodes", "err", "F",
+        ] {
+            assert_eq!(field_bit(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn micro_op_names_are_recorded_from_the_values_parse() {
+        for (value, names) in [
+            (
+                r#"[["r",1,[1,2]],["append",1,3],["r",2,null]]"#,
+                Some(vec!["append", "r"]),
+            ),
+            (r#"[[1,"r"],[],["w"],"append",[["x"]]]"#, Some(vec!["w"])),
+            ("17", Some(vec![])),
+            ("null", Some(vec![])),
+            (r#"[["a"],["b"],["c"],["d"],["e"]]"#, None),
+            (
+                r#"[["a"],["b"],["a"],["d"],["c"]]"#,
+                Some(vec!["a", "b", "c", "d"]),
+            ),
+            (r#"[["r"],["longname"]]"#, None),
+        ] {
+            let line = format!(r#"{{"process":0,"type":"ok","f":"txn","value":{value}}}"#);
+            let read = read_op_line(&line, &mut Vec::new()).expect("the common shape");
+            let names = names.map(|n| n.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            assert_eq!(read.mop_names.map(|m| m.names()), names, "{value}");
+        }
+        let absent = read_op_line(r#"{"process":0,"type":"ok"}"#, &mut Vec::new()).unwrap();
+        assert_eq!(absent.mop_names.map(|m| m.len()), Some(0));
     }
 
     #[test]
