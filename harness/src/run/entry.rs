@@ -59,7 +59,8 @@ pub struct TestRequest {
     /// With `--nemesis-search guided`: the (state, fault) reward table the search starts
     /// from and adds its own to at the end, or `off` for a cold run that leaves none
     /// [default: the run store's table for this target, workload, bug, faults and node
-    /// count, under STORE/<target>-<workload>/guided-memory/]. docs/guided.md.
+    /// count, STORE/<target>-<workload>/guided-memory--<bug>--<faults>--n<N>.json].
+    /// docs/guided.md.
     #[arg(long, value_name = "PATH|off")]
     pub nemesis_memory: Option<String>,
     /// Number of nodes (default 5; with --hosts, one per host).
