@@ -311,6 +311,9 @@ fn json_lines_history_fails_like_the_op_reader() {
         r#"{"index":1,"process":0,"type":"ok","f":"read","key":-1e999}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":"read","error":[1e999]}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":"read","value":[1,}"#.to_string(),
+        // A malformed micro-op list inside a transaction's value.
+        r#"{"index":1,"process":0,"type":"ok","f":"txn","value":[["append",1,2],["r",1,[2,}]]}"#
+            .to_string(),
         r#"{"index":1,"process":-1,"type":"ok","f":"read"}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":7}"#.to_string(),
         r#"{"index":1,"process":0,"type":"ok","f":"read","index":2}"#.to_string(),

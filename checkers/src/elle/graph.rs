@@ -34,6 +34,15 @@ pub(crate) trait EdgeSink {
     /// Adds an edge a -> b of `kind`; self-edges are dropped (dependency graphs never
     /// hold them).
     fn push(&mut self, a: u32, b: u32, kind: u8);
+
+    /// Adds an edge a -> b of `kind` for each b of `targets` (self-edges dropped): for
+    /// producers that know many edges from one source at once, which a sink may then
+    /// take without handling each on its own.
+    fn push_run(&mut self, a: u32, targets: &[u32], kind: u8) {
+        for &b in targets {
+            self.push(a, b, kind);
+        }
+    }
 }
 
 /// Edges under construction.
@@ -94,6 +103,13 @@ impl EdgeSink for Counter<'_> {
             }
         }
     }
+
+    fn push_run(&mut self, a: u32, targets: &[u32], _kind: u8) {
+        if let Some(c) = self.0.get(a as usize) {
+            let n = targets.iter().filter(|&&b| b != a).count();
+            c.fetch_add(n as u32, Relaxed);
+        }
+    }
 }
 
 /// Second pass of [`Graph::count`]/[`Graph::fill`]: puts each edge in its source's
@@ -117,6 +133,23 @@ impl EdgeSink for Filler<'_> {
         let k = self.placed[a].fetch_add(1, Relaxed) as usize;
         let at = self.offsets[a] + k;
         if at < self.offsets[a + 1] {
+            self.targets[at].store(b, Relaxed);
+            self.kinds[at].store(kind, Relaxed);
+        }
+    }
+
+    fn push_run(&mut self, a: u32, targets: &[u32], kind: u8) {
+        let src = a;
+        let a = a as usize;
+        if a >= self.placed.len() {
+            return;
+        }
+        let n = targets.iter().filter(|&&b| b != src).count();
+        // The run's places in a's segment, taken at once; as in `push`, beyond the first
+        // pass's count nothing is placed.
+        let k = self.placed[a].fetch_add(n as u32, Relaxed) as usize;
+        let places = self.offsets[a] + k..self.offsets[a + 1];
+        for (at, &b) in places.zip(targets.iter().filter(|&&b| b != src)) {
             self.targets[at].store(b, Relaxed);
             self.kinds[at].store(kind, Relaxed);
         }
@@ -374,43 +407,97 @@ pub(crate) fn nontrivial_sccs(g: &Graph, mask: u8, member: Option<&[bool]>) -> V
     out
 }
 
-/// Adds real-time edges from a transitive reduction of real-time order: each op gets
-/// edges from the "frontier" of completed ops not already followed by another completed
-/// op that it also follows. Only ok ops are sources (others never surely completed).
+/// Adds the real-time edges at the invokes whose history positions are in `positions`:
+/// ranges that cover `0..history_len` give all of them, so the ranges can run in
+/// parallel. The edges are those of a transitive reduction of real-time order: each op
+/// gets edges from the "frontier" of completed ops not already followed by another
+/// completed op that it also follows. Only ok ops are sources (others never surely
+/// completed).
 ///
 /// When `t` completes, the frontier drops the ops it had edges from: those in the
 /// frontier at `t`'s invoke, which are exactly the ones still there that completed
 /// before it.
-pub(crate) fn add_realtime_edges(txns: &Txns, history_len: usize, edges: &mut dyn EdgeSink) {
-    let mut slot = vec![NONE; history_len];
+///
+/// The frontier at the range's start is found without replaying the history before it:
+/// the scan drops an op `t` once some ok op `u` that was invoked after `t` completed has
+/// completed itself, so at position `lo` the frontier holds the ok ops that completed
+/// before `lo` later than every invoke of an ok op that completed before `lo`, in order
+/// of completion. Each range then adds the edges a single scan of the whole history adds
+/// in it (`tests`), grouped by source (the graph sorts each source's edges).
+pub(crate) fn add_realtime_edges_in(
+    txns: &Txns,
+    history_len: usize,
+    positions: Range<usize>,
+    edges: &mut dyn EdgeSink,
+) {
+    let (lo, hi) = (
+        positions.start.min(history_len),
+        positions.end.min(history_len),
+    );
+    if lo >= hi {
+        return;
+    }
+    let mut slot = vec![NONE; hi - lo];
+    // The latest invoke of an ok op that completed before `lo`.
+    let mut latest_invoke: Option<usize> = None;
     for (t, tx) in txns.txns.iter().enumerate() {
         if !tx.possible() {
             continue;
         }
         let (invoked, completed) = (txns.invoke_pos(tx), txns.complete_pos(tx));
-        if invoked < history_len {
-            slot[invoked] = (t as u32) << 1;
+        if (lo..hi).contains(&invoked) {
+            slot[invoked - lo] = (t as u32) << 1;
         }
         if tx.ok() && completed < history_len {
-            slot[completed] = ((t as u32) << 1) | 1;
+            if completed >= lo {
+                if completed < hi {
+                    slot[completed - lo] = ((t as u32) << 1) | 1;
+                }
+            } else {
+                latest_invoke = latest_invoke.max(Some(invoked));
+            }
         }
     }
     // (txn, position of its completion)
     let mut frontier: Vec<(u32, usize)> = Vec::new();
-    for (pos, s) in slot.into_iter().enumerate() {
+    if lo > 0 {
+        for (t, tx) in txns.txns.iter().enumerate() {
+            let completed = txns.complete_pos(tx);
+            if tx.ok() && completed < lo && latest_invoke.is_none_or(|i| completed > i) {
+                frontier.push((t as u32, completed));
+            }
+        }
+        frontier.sort_unstable_by_key(|&(_, done)| done);
+    }
+    // The ops invoked in the range so far, in order: each op in the frontier gets an
+    // edge to every op invoked while it is there, a run of this list, handed over when it
+    // leaves the frontier (or the range ends). No op is ever in the frontier at its own
+    // invoke, so none of these edges is a self-edge.
+    let mut invoked_here: Vec<u32> = Vec::new();
+    // (txn, position of its completion, where its run starts in `invoked_here`)
+    let mut frontier: Vec<(u32, usize, usize)> =
+        frontier.into_iter().map(|(t, done)| (t, done, 0)).collect();
+    for (at, s) in slot.into_iter().enumerate() {
         if s == NONE {
             continue;
         }
         let t = s >> 1;
         if s & 1 == 0 {
-            for &(f, _) in &frontier {
-                edges.push(f, t, REALTIME);
-            }
+            invoked_here.push(t);
         } else {
             let invoked = txns.invoke_pos(&txns.txns[t as usize]);
-            frontier.retain(|&(_, done)| done > invoked);
-            frontier.push((t, pos));
+            frontier.retain(|&(f, done, joined)| {
+                let stays = done > invoked;
+                if !stays {
+                    edges.push_run(f, &invoked_here[joined..], REALTIME);
+                }
+                stays
+            });
+            frontier.push((t, lo + at, invoked_here.len()));
         }
+    }
+    for (f, _, joined) in frontier {
+        edges.push_run(f, &invoked_here[joined..], REALTIME);
     }
 }
 
@@ -431,6 +518,141 @@ pub(crate) fn add_process_edges(txns: &Txns, edges: &mut dyn EdgeSink) {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    /// The real-time edges in one scan of the whole history: what the ranges of
+    /// [`add_realtime_edges_in`] must add between them.
+    fn realtime_edges_one_scan(txns: &Txns, history_len: usize, edges: &mut dyn EdgeSink) {
+        let mut slot = vec![NONE; history_len];
+        for (t, tx) in txns.txns.iter().enumerate() {
+            if !tx.possible() {
+                continue;
+            }
+            let (invoked, completed) = (txns.invoke_pos(tx), txns.complete_pos(tx));
+            if invoked < history_len {
+                slot[invoked] = (t as u32) << 1;
+            }
+            if tx.ok() && completed < history_len {
+                slot[completed] = ((t as u32) << 1) | 1;
+            }
+        }
+        let mut frontier: Vec<(u32, usize)> = Vec::new();
+        for (pos, s) in slot.into_iter().enumerate() {
+            if s == NONE {
+                continue;
+            }
+            let t = s >> 1;
+            if s & 1 == 0 {
+                for &(f, _) in &frontier {
+                    edges.push(f, t, REALTIME);
+                }
+            } else {
+                let invoked = txns.invoke_pos(&txns.txns[t as usize]);
+                frontier.retain(|&(_, done)| done > invoked);
+                frontier.push((t, pos));
+            }
+        }
+    }
+
+    fn edge_triples(list: &EdgeList) -> Vec<(u32, u32, u8)> {
+        (0..list.len())
+            .map(|i| (list.src[i], list.dst[i], list.kind[i]))
+            .collect()
+    }
+
+    /// A generated list-append history of 20-419 transactions by 1-9 processes, some
+    /// failed and some info.
+    fn generated(seed: u64, keys: usize) -> crate::history::History {
+        use crate::elle::bench::{generate, GenConfig};
+        let (txns, processes) = (20 + (seed as usize * 37) % 400, 1 + seed as usize % 9);
+        let mut cfg = GenConfig::new(seed, txns, keys, processes);
+        cfg.fail_ratio = (seed % 3) as f64 * 0.1;
+        cfg.info_ratio = (seed % 4) as f64 * 0.08;
+        generate(&cfg)
+    }
+
+    #[test]
+    fn realtime_edges_in_ranges_are_those_of_one_scan() {
+        let mut checked = 0;
+        for seed in 0..40u64 {
+            let history = generated(seed, 3);
+            let txns = crate::elle::txn::build(&history, true);
+            let len = history.len();
+            let mut whole = EdgeList::default();
+            realtime_edges_one_scan(&txns, len, &mut whole);
+            let mut whole = edge_triples(&whole);
+            whole.sort_unstable();
+            assert!(
+                !whole.is_empty(),
+                "seed {seed}: no real-time edges to compare"
+            );
+            for parts in [1, 2, 3, 7, 64, len + 5] {
+                let mut ranged = EdgeList::default();
+                for r in split_range(len, parts) {
+                    add_realtime_edges_in(&txns, len, r, &mut ranged);
+                }
+                // Ranges past the end add nothing.
+                add_realtime_edges_in(&txns, len, len..len + 10, &mut ranged);
+                let mut ranged = edge_triples(&ranged);
+                ranged.sort_unstable();
+                assert_eq!(ranged, whole, "seed {seed}, {parts} parts");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 240);
+    }
+
+    #[test]
+    fn counted_realtime_edges_are_the_edges_added() {
+        let mut several = false;
+        for seed in 0..40u64 {
+            let history = generated(seed, 4);
+            let txns = crate::elle::txn::build(&history, true);
+            let (len, n) = (history.len(), txns.txns.len());
+            let mut list = EdgeList::default();
+            realtime_edges_one_scan(&txns, len, &mut list);
+            let mut expected = vec![0u32; n];
+            for &a in &list.src {
+                expected[a as usize] += 1;
+            }
+            assert!(
+                expected.iter().any(|&c| c > 0),
+                "seed {seed}: nothing to count"
+            );
+            several |= expected.iter().any(|&c| c > 1);
+            for parts in [1, 2, 5, len + 1] {
+                let counts: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+                for r in split_range(len, parts) {
+                    add_realtime_edges_in(&txns, len, r, &mut Counter(&counts));
+                }
+                let counts: Vec<u32> = counts.into_iter().map(AtomicU32::into_inner).collect();
+                assert_eq!(counts, expected, "seed {seed}, {parts} parts");
+                // Counted and placed as runs, in parallel parts: the graph of the one
+                // scan's edges.
+                let (txns_ref, whole) = (&txns, &list);
+                let parts: EdgeParts = split_range(len, parts)
+                    .map(|r| {
+                        Box::new(move |sink: &mut dyn EdgeSink| {
+                            add_realtime_edges_in(txns_ref, len, r.clone(), sink)
+                        }) as Box<dyn Fn(&mut dyn EdgeSink) + Sync>
+                    })
+                    .collect();
+                let g = Graph::fill(Graph::count(n, &parts), &parts);
+                let one = EdgeList {
+                    src: whole.src.clone(),
+                    dst: whole.dst.clone(),
+                    kind: whole.kind.clone(),
+                };
+                let one = Graph::build(n, one);
+                assert_eq!(g.offsets, one.offsets, "seed {seed}");
+                assert_eq!(g.targets, one.targets, "seed {seed}");
+                assert_eq!(g.kinds, one.kinds, "seed {seed}");
+            }
+        }
+        assert!(
+            several,
+            "no op had several real-time edges to count at once"
+        );
+    }
 
     #[test]
     fn counting_then_filling_builds_the_graph_an_edge_list_builds() {

@@ -247,8 +247,9 @@ impl Checker for ElleChecker {
         };
         let order = self.order_edges();
         let n = txns.txns.len();
-        // Inferred edges in ranges of transactions (or of the edge list), run in
-        // parallel; the order edges come from one sequential scan.
+        // Inferred edges in ranges of transactions (or of the edge list), real-time edges
+        // in ranges of history positions, run in parallel; process order edges come from
+        // one sequential scan.
         let threads = rayon::current_num_threads() * 2;
         let mut parts: EdgeParts = match (&analysis, &readers) {
             (Analysis::List(index), Some(readers)) => graph::split_range(n, threads)
@@ -269,9 +270,15 @@ impl Checker for ElleChecker {
         };
         let (txns_ref, history_len) = (&txns, history.len());
         match order {
-            graph::REALTIME => parts.push(Box::new(move |sink: &mut dyn EdgeSink| {
-                graph::add_realtime_edges(txns_ref, history_len, sink)
-            })),
+            // Real-time edges are most of a big history's edges: in ranges of history
+            // positions, in parallel.
+            graph::REALTIME => {
+                for r in graph::split_range(history_len, threads) {
+                    parts.push(Box::new(move |sink: &mut dyn EdgeSink| {
+                        graph::add_realtime_edges_in(txns_ref, history_len, r.clone(), sink)
+                    }))
+                }
+            }
             graph::PROCESS => parts.push(Box::new(move |sink: &mut dyn EdgeSink| {
                 graph::add_process_edges(txns_ref, sink)
             })),

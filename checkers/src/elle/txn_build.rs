@@ -300,7 +300,15 @@ fn list_read(key: u32, start: u32, len: u32) -> Mop {
 
 /// Micro-op function names, tolerant of EDN-style keywords (`:r`).
 fn mop_kind(f: Option<&str>) -> Option<MopKind> {
-    match f?.trim_start_matches(':') {
+    let f = f?;
+    // The plain names first, by their bytes: every micro-op of a big history asks.
+    match *f.as_bytes() {
+        [b'r'] => return Some(MopKind::Read),
+        [b'a', b'p', b'p', b'e', b'n', b'd'] => return Some(MopKind::Append),
+        [b'w'] => return Some(MopKind::Write),
+        _ => {}
+    }
+    match f.trim_start_matches(':') {
         "r" => Some(MopKind::Read),
         "w" => Some(MopKind::Write),
         "append" => Some(MopKind::Append),
@@ -312,20 +320,21 @@ fn mop_kind(f: Option<&str>) -> Option<MopKind> {
 /// the parsed nodes stay in cache-friendly, bounded buffers.
 const BLOCK: usize = 8192;
 
-/// The simple-subset parse of one block's transaction values.
+/// Transactions per piece of a block, the unit of parallel parsing: while one thread
+/// interns a block, the next one is parsed in pieces, and the interning thread takes the
+/// pieces left when it is done (parsing costs more than interning).
+const PIECE: usize = 512;
+
+/// The simple-subset parse of one piece of a block's transaction values.
 #[derive(Default)]
-struct ParsedBlock<'h> {
+struct ParsedPiece<'h> {
     nodes: Vec<Node<'h>>,
-    /// Per slot of the block, its root in `nodes`; NONE when not parsed here.
+    /// Per slot of the piece, its root in `nodes`; NONE when not parsed here.
     roots: Vec<u32>,
 }
 
 /// Parses the text values of `slots` (those outside the subset are left to the builder).
-fn parse_block<'h>(
-    history: &'h History,
-    slots: &[PairSlot],
-    mut out: ParsedBlock<'h>,
-) -> ParsedBlock<'h> {
+fn parse_piece<'h>(history: &'h History, slots: &[PairSlot], out: &mut ParsedPiece<'h>) {
     out.nodes.clear();
     out.roots.clear();
     for slot in slots {
@@ -338,14 +347,29 @@ fn parse_block<'h>(
         };
         out.roots.push(if parsed { root as u32 } else { NONE });
     }
-    out
+}
+
+/// Parses a block's text values into `pieces` (one per [`PIECE`] slots), in parallel.
+fn parse_block<'h>(
+    history: &'h History,
+    slots: &[PairSlot],
+    mut pieces: Vec<ParsedPiece<'h>>,
+) -> Vec<ParsedPiece<'h>> {
+    use rayon::prelude::*;
+    pieces.resize_with(slots.len().div_ceil(PIECE), ParsedPiece::default);
+    pieces
+        .par_iter_mut()
+        .zip(slots.par_chunks(PIECE))
+        .with_max_len(1)
+        .for_each(|(piece, slots)| parse_piece(history, slots, piece));
+    pieces
 }
 
 /// Builds compact transactions from every client op whose value is a list of micro-ops.
 /// `list_reads`: reads return lists (list-append) rather than single values.
 ///
-/// Values are parsed a block ahead on another thread while this one interns keys and
-/// versions (which must happen in history order).
+/// Values are parsed a block ahead (in pieces, on both threads) while this thread
+/// interns keys and versions (which must happen in history order).
 pub(crate) fn build(history: &History, list_reads: bool) -> Txns<'_> {
     let slots = history.pair_slots();
     let mut b = Builder {
@@ -365,10 +389,10 @@ pub(crate) fn build(history: &History, list_reads: bool) -> Txns<'_> {
     b.out.txns.reserve(slots.len());
     let blocks: Vec<&[PairSlot]> = slots.chunks(BLOCK).collect();
     let mut current = match blocks.first() {
-        Some(first) => parse_block(history, first, ParsedBlock::default()),
-        None => ParsedBlock::default(),
+        Some(first) => parse_block(history, first, Vec::new()),
+        None => Vec::new(),
     };
-    let mut spare = ParsedBlock::default();
+    let mut spare = Vec::new();
     for (k, block) in blocks.iter().enumerate() {
         let (next, ()) = rayon::join(
             || {
@@ -379,7 +403,8 @@ pub(crate) fn build(history: &History, list_reads: bool) -> Txns<'_> {
             || {
                 for (j, slot) in block.iter().enumerate() {
                     let pi = (k * BLOCK + j) as u32;
-                    b.add(history, pi, slot, &current.nodes, current.roots[j]);
+                    let piece = &current[j / PIECE];
+                    b.add(history, pi, slot, &piece.nodes, piece.roots[j % PIECE]);
                 }
             },
         );
@@ -400,12 +425,14 @@ pub(crate) fn build(history: &History, list_reads: bool) -> Txns<'_> {
 impl Builder<'_> {
     /// Adds pair `pi`'s transaction; `root` is its value's parse in `nodes` (or NONE).
     fn add(&mut self, history: &History, pi: u32, slot: &PairSlot, nodes: &[Node<'_>], root: u32) {
-        let mop_start = self.out.mops.len();
+        let (mop_start, elem_start) = (self.out.mops.len(), self.out.elems.len());
         let fast = (root != NONE)
             .then(|| self.node_mops(nodes, root as usize))
             .flatten();
         let result = fast.or_else(|| {
+            // What the fast path added before it gave up is read again below.
             self.out.mops.truncate(mop_start);
+            self.out.elems.truncate(elem_start);
             match history.value_ref(slot.value_pos()) {
                 Some(ValueRef::Json(Value::Array(mops))) => Some(self.value_mops(mops)),
                 Some(ValueRef::Text(text)) if text.starts_with('[') => {
@@ -440,5 +467,109 @@ impl Builder<'_> {
             mop_start: mop_start as u32,
             mop_len: (self.out.mops.len() - mop_start) as u32,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elle::bench::{generate, GenConfig};
+    use crate::history::read::read_str;
+    use crate::history::write::write_json_lines;
+    use crate::history::OpType;
+    use serde_json::json;
+    use std::path::Path;
+
+    /// Everything the builder produced, as text to compare.
+    fn summary(t: &Txns<'_>) -> String {
+        let values: Vec<Scalar> = (0..t.version_key.len() as u32)
+            .map(|v| t.version_value.get(v))
+            .collect();
+        format!(
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            t.txns,
+            t.mops,
+            t.elems,
+            t.shared,
+            t.version_key,
+            values,
+            t.key_scalar,
+            t.other_text,
+            t.malformed,
+            t.unexpected
+        )
+    }
+
+    /// Values in every shape the builder treats apart: the parser's subset, what only
+    /// serde_json reads, malformed micro-ops and unexpected names.
+    fn odd_value(i: usize) -> serde_json::Value {
+        match i % 9 {
+            0 => json!([["append", 1]]),
+            1 => json!([["x", 1, 2]]),
+            2 => json!([["r", 1, [1, [2]]]]),
+            3 => json!([["append", 1.5, 2]]),
+            4 => json!("txn"),
+            5 => json!([
+                ["r", "k\"q", ["a", null, -4]],
+                ["append", "k\"q", 12_345_678_901_234_567_890u64]
+            ]),
+            6 => json!([["w", 3, 4], ["r", 3, 4]]),
+            7 => json!([["r", 9, null], ["append", 9, 4_294_967_296u64]]),
+            _ => json!([]),
+        }
+    }
+
+    /// The text path (simple_json's parse, a block ahead, in pieces on both threads)
+    /// builds exactly what the parsed-value path builds, across many blocks and pieces.
+    #[test]
+    fn text_values_in_pieces_build_what_parsed_values_build() {
+        for (seed, odd_every) in [(1u64, 0usize), (2, 97), (3, 13)] {
+            let mut cfg = GenConfig::new(seed, BLOCK * 2 + 3 * PIECE + 17, 40, 12);
+            cfg.fail_ratio = 0.05;
+            cfg.info_ratio = 0.05;
+            let mut ops = generate(&cfg).into_ops();
+            let mut oks = 0;
+            for op in ops.iter_mut().filter(|o| o.op_type == OpType::Ok) {
+                oks += 1;
+                if odd_every > 0 && oks % odd_every == 0 {
+                    op.value = odd_value(oks / odd_every);
+                }
+            }
+            let eager = History::new(ops).unwrap();
+            let mut text = Vec::new();
+            write_json_lines(&mut text, eager.ops()).unwrap();
+            let lazy = read_str(
+                &String::from_utf8(text).unwrap(),
+                Path::new("t.jsonl"),
+                None,
+            )
+            .unwrap();
+            assert!(matches!(lazy.value_ref(0), Some(ValueRef::Text(_))));
+            for list_reads in [true, false] {
+                let from_text = build(&lazy, list_reads);
+                let from_values = build(&eager, list_reads);
+                assert!(from_text.txns.len() > BLOCK * 2, "seed {seed}");
+                if list_reads {
+                    assert_eq!(
+                        from_text.malformed.is_empty() && from_text.unexpected.is_empty(),
+                        odd_every == 0,
+                        "seed {seed}"
+                    );
+                }
+                let (a, b) = (summary(&from_text), summary(&from_values));
+                for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+                    if x != y {
+                        let at = x.bytes().zip(y.bytes()).take_while(|(p, q)| p == q).count();
+                        let lo = at.saturating_sub(200);
+                        panic!(
+                            "seed {seed}, list_reads {list_reads}: field {i} differs at {at}:\n{}\n{}",
+                            &x[lo..(at + 200).min(x.len())],
+                            &y[lo..(at + 200).min(y.len())]
+                        );
+                    }
+                }
+                assert_eq!(a, b, "seed {seed}");
+            }
+        }
     }
 }
