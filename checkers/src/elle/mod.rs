@@ -210,9 +210,17 @@ impl Checker for ElleChecker {
         };
         let mut found = Found::default();
         let mut edges = EdgeList::default();
+        // List-append's index of readers by version, for the graph, is built while the
+        // analyses run (on whichever core they leave free).
+        let mut readers = None;
         let analysis = match self.workload {
             ElleWorkload::ListAppend => {
-                match list_append::analyze(&txns, &namer, &mut found) {
+                let (analyzed, built) = rayon::join(
+                    || list_append::analyze(&txns, &namer, &mut found),
+                    || list_append::Readers::build(&txns),
+                );
+                readers = Some(built);
+                match analyzed {
                     Ok(index) => Ok(Analysis::List(index)),
                     // Elle refuses such histories: unknown, typed `duplicate-appends`.
                     Err(dup) => {
@@ -241,10 +249,6 @@ impl Checker for ElleChecker {
         phase("infer", &mut phases);
         // The graph is built in two passes over the same edges (count, then place), so
         // no list of edges is held beside it; list-append infers its edges anew in each.
-        let readers = match &analysis {
-            Analysis::List(_) => Some(list_append::Readers::build(&txns)),
-            Analysis::Register(_) => None,
-        };
         let order = self.order_edges();
         let n = txns.txns.len();
         // Inferred edges in ranges of transactions (or of the edge list), real-time edges

@@ -345,7 +345,34 @@ fn parse_piece<'h>(history: &'h History, slots: &[PairSlot], out: &mut ParsedPie
             }
             _ => false,
         };
+        if parsed {
+            plain_names_in_place(&mut out.nodes, root);
+        }
         out.roots.push(if parsed { root as u32 } else { NONE });
+    }
+}
+
+/// Points the micro-op names `r`, `w` and `append` of the value parsed at `root` of
+/// `nodes` at constant strings of the same text, while the parsing thread has the value's
+/// text at hand: the interning thread then reads each name without touching the history's
+/// text (a mapped file's pages, cold in its core's cache).
+fn plain_names_in_place(nodes: &mut [Node<'_>], root: usize) {
+    let Some(&Node::List { next, .. }) = nodes.get(root) else {
+        return;
+    };
+    let mut i = root + 1;
+    while i < next as usize {
+        if let (Node::List { len: 1.., .. }, Some(Node::Str(name))) =
+            (nodes[i], nodes.get_mut(i + 1))
+        {
+            match *name {
+                "r" => *name = "r",
+                "w" => *name = "w",
+                "append" => *name = "append",
+                _ => {}
+            }
+        }
+        i = simple_json::skip(nodes, i);
     }
 }
 
