@@ -49,6 +49,10 @@ const MAX_FLOATING: usize = 64;
 struct SegOp<O> {
     invoke: u64,
     end: u64,
+    /// The history's clock (ns) at its invocation and at its completion (0 until then):
+    /// a failing segment reports the span of its ops as its evidence.
+    invoke_time: u64,
+    end_time: u64,
     required: bool,
     op: Option<O>,
 }
@@ -143,6 +147,9 @@ impl<M: Model> Segments<M> {
         if states.is_empty() {
             let key = k.key.clone();
             let n = segment.iter().filter(|s| s.op.is_some()).count();
+            // The evidence: from the segment's first invocation to its last completion.
+            let from = segment.iter().map(|s| s.invoke_time).min();
+            let to = segment.iter().map(|s| s.end_time).max();
             self.give_up(group);
             let shown = key.as_ref().map_or("the history".to_string(), |v| {
                 format!(
@@ -157,7 +164,7 @@ impl<M: Model> Segments<M> {
                     "{shown}: no order of its {n} ops since it was last quiet explains their results, from any state it could be in then"
                 ),
             );
-            r.details = json!({ "key": key, "online": true });
+            r.details = json!({ "key": key, "online": true, "evidence-ns": [from, to] });
             return Some(r);
         }
         k.states = states;
@@ -271,6 +278,8 @@ impl<M: Model + 'static> OnlineCheck for Segments<M> {
             k.segment.push(SegOp {
                 invoke: op.index,
                 end: u64::MAX,
+                invoke_time: op.time,
+                end_time: 0,
                 required: false,
                 op: None,
             });
@@ -336,6 +345,7 @@ impl<M: Model + 'static> OnlineCheck for Segments<M> {
         if let Some(s) = k.segment.get_mut(open.slot) {
             s.required = completion != Completion::Unknown;
             s.end = if s.required { op.index } else { u64::MAX };
+            s.end_time = op.time;
             s.op = translated;
         }
         k.open = k.open.saturating_sub(1);
@@ -434,5 +444,7 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].details["key"], json!(1));
         assert_eq!(found[0].valid, Validity::Invalid);
+        // The evidence is the failing segment: the read of 3 alone (times = indices).
+        assert_eq!(found[0].details["evidence-ns"], json!([12, 13]));
     }
 }
