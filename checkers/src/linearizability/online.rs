@@ -69,6 +69,10 @@ struct KeyState<M: Model> {
     segment: Vec<SegOp<M::Op>>,
     /// Of those, how many are pending.
     open: usize,
+    /// When the last decided segment with an op that surely took effect began (the
+    /// history's clock, ns): the key was last seen consistent there, so a failing segment's
+    /// evidence starts there (what it contradicts, a lost write, lies between).
+    last_from: Option<u64>,
 }
 
 /// An invoke waiting for its completion.
@@ -147,8 +151,13 @@ impl<M: Model> Segments<M> {
         if states.is_empty() {
             let key = k.key.clone();
             let n = segment.iter().filter(|s| s.op.is_some()).count();
-            // The evidence: from the segment's first invocation to its last completion.
-            let from = segment.iter().map(|s| s.invoke_time).min();
+            // The evidence: from the start of the key's last decided segment (where it was
+            // last seen consistent) to the failing segment's last completion.
+            let from = segment
+                .iter()
+                .map(|s| s.invoke_time)
+                .chain(k.last_from)
+                .min();
             let to = segment.iter().map(|s| s.end_time).max();
             self.give_up(group);
             let shown = key.as_ref().map_or("the history".to_string(), |v| {
@@ -168,6 +177,9 @@ impl<M: Model> Segments<M> {
             return Some(r);
         }
         k.states = states;
+        if segment.iter().any(|s| s.required) {
+            k.last_from = segment.iter().map(|s| s.invoke_time).min();
+        }
         for o in new_floating {
             if !(small && k.floating.contains(&o)) {
                 k.floating.push(o);
@@ -274,6 +286,7 @@ impl<M: Model + 'static> OnlineCheck for Segments<M> {
                 floating: Vec::new(),
                 segment: Vec::new(),
                 open: 0,
+                last_from: None,
             });
             k.segment.push(SegOp {
                 invoke: op.index,
@@ -444,7 +457,8 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].details["key"], json!(1));
         assert_eq!(found[0].valid, Validity::Invalid);
-        // The evidence is the failing segment: the read of 3 alone (times = indices).
-        assert_eq!(found[0].details["evidence-ns"], json!([12, 13]));
+        // The evidence: from the key's last decided segment (the read of 2 at 8) to the
+        // failing one (the read of 3, done at 13; times = indices).
+        assert_eq!(found[0].details["evidence-ns"], json!([8, 13]));
     }
 }

@@ -168,8 +168,9 @@ fn a_stale_read_on_a_quiet_key_is_found_and_named() {
         found[0].to_string(),
         "linearizable: key 7 INVALID at 0.0 s (its ops 0.00-0.00 s)"
     );
-    // Its evidence: the stale read (ops 4 and 5), not the writes before it.
-    assert_eq!(found[0].evidence_s, (5000e-9, 6000e-9));
+    // Its evidence: from the write it contradicts (the key's last decided segment, op 2)
+    // to the stale read's completion (op 5), not the first write.
+    assert_eq!(found[0].evidence_s, (3000e-9, 6000e-9));
 }
 
 fn txn(p: u64, t: OpType, mops: Value) -> Op {
