@@ -29,6 +29,7 @@ mod prefix;
 mod prefix_online;
 mod scan;
 mod session;
+mod session_online;
 mod set_full;
 mod view;
 

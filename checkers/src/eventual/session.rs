@@ -422,6 +422,13 @@ impl Checker for SessionGuaranteesChecker {
         "session-guarantees".into()
     }
 
+    /// Read-your-writes and monotonic reads are facts about a session's own past, final
+    /// when the read completes (`session_online.rs`); counters are left to the end.
+    fn online(&self) -> Option<Box<dyn crate::verdict::OnlineCheck>> {
+        super::session_online::OnlineSessions::new(self.data_type)
+            .map(|o| Box::new(o) as Box<dyn crate::verdict::OnlineCheck>)
+    }
+
     fn check(&self, history: &History) -> CheckResult {
         let view = View::build(history, self.data_type, ReadValues::All);
         let counter = self.data_type == EventualDataType::Counter;

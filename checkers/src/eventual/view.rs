@@ -156,7 +156,7 @@ fn is_update(dt: EventualDataType, f: &str) -> bool {
     }
 }
 
-fn decode_update(dt: EventualDataType, v: &Value) -> Result<UpdateArg, String> {
+pub(crate) fn decode_update(dt: EventualDataType, v: &Value) -> Result<UpdateArg, String> {
     match dt {
         EventualDataType::Set => v
             .as_i64()

@@ -57,13 +57,14 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 const CHECK_BOUND: Duration = Duration::from_secs(3);
 
 /// The checkers that decide on a prefix of the history (see the module docs).
-pub const ONLINE_CHECKERS: [&str; 6] = [
+pub const ONLINE_CHECKERS: [&str; 7] = [
     "linearizable",
     "elle-list-append",
     "elle-rw-register",
     "bank",
     "ddp-replicas",
     "committed-prefix",
+    "session-guarantees",
 ];
 
 /// Anomaly types of `bank` that a completed read shows for good.
@@ -78,6 +79,10 @@ const DDP_ANOMALIES: [&str; 3] = [
 
 /// Anomaly types of `committed-prefix`, each shown by one or two completed reads.
 const PREFIX_ANOMALIES: [&str; 2] = ["committed-prefix-changed", "committed-duplicate"];
+
+/// Guarantees of `session-guarantees` that one session's completed read shows for good
+/// (sets and bookings; the other two, and counters, wait for the final check).
+const SESSION_ANOMALIES: [&str; 2] = ["read-your-writes", "monotonic-reads"];
 
 /// An Elle anomaly class that later operations cannot take away, once every transaction
 /// it names has completed: a cycle among transactions (its edges come from completed
@@ -99,6 +104,7 @@ pub fn decides_online(name: &str) -> bool {
         || BANK_ANOMALIES.contains(&name)
         || DDP_ANOMALIES.contains(&name)
         || PREFIX_ANOMALIES.contains(&name)
+        || SESSION_ANOMALIES.contains(&name)
         || monotone_elle_anomaly(name)
 }
 
@@ -161,10 +167,11 @@ pub struct OnlineOutcome {
 
 /// What online checking holds between ticks; none of it is a copy of the history.
 ///
-/// - `linearizable`, `ddp-replicas`, `committed-prefix`: the checker's [`OnlineCheck`],
-///   fed every new op once: per key, the ops since its last quiet point and a summary of
-///   what came before; per DDP step, its first report; per Bayou key, its committed
-///   positions.
+/// - `linearizable`, `ddp-replicas`, `committed-prefix`, `session-guarantees`: the
+///   checker's [`OnlineCheck`], fed every new op once: per key, the ops since its last
+///   quiet point and a summary of what came before; per DDP step, its first report; per
+///   Bayou key, its committed positions; per session and key, the elements it wrote and
+///   saw.
 /// - `bank`: one reference read (the first ok read with every balance) and the invokes
 ///   still pending; each tick checks those with the new ops only (its anomalies are
 ///   properties of single reads, or of two reads' totals).
@@ -504,13 +511,16 @@ pub fn certain_anomalies(result: &CheckResult, pending: &HashSet<u64>) -> Option
     match result.checker.as_str() {
         // Decided segment by segment, over-approximating what came before.
         "linearizable" => Some(Vec::new()),
-        // Reports of committed steps, and committed lists, which never change.
-        "ddp-replicas" | "committed-prefix" => {
+        // Reports of committed steps, committed lists, and a session's own past, which
+        // never change.
+        "ddp-replicas" | "committed-prefix" | "session-guarantees" => {
             let found: Vec<String> = result
                 .anomaly_types
                 .iter()
                 .filter(|t| {
-                    DDP_ANOMALIES.contains(&t.as_str()) || PREFIX_ANOMALIES.contains(&t.as_str())
+                    DDP_ANOMALIES.contains(&t.as_str())
+                        || PREFIX_ANOMALIES.contains(&t.as_str())
+                        || SESSION_ANOMALIES.contains(&t.as_str())
                 })
                 .cloned()
                 .collect();

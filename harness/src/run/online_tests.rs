@@ -440,6 +440,70 @@ fn online_is_confirmed_by_the_whole(
     );
 }
 
+/// A replicated set whose replicas lag: sessions add elements and read from whichever
+/// replica they reach, which may hold only an older prefix of the acknowledged adds (a
+/// session that switches replica misses its writes or goes back in time), and some adds
+/// end unknown.
+fn buggy_session_history(seed: u64) -> Vec<Op> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut applied: Vec<i64> = Vec::new();
+    let mut open: Vec<Option<(String, i64)>> = vec![None; 3];
+    let mut pids: Vec<u64> = (0..3).collect();
+    let mut ops = Vec::new();
+    let mut next = 0i64;
+    for _ in 0..60 {
+        let slot = rng.gen_range(0..3);
+        let p = pids[slot];
+        let key = Some(json!("s"));
+        match open[slot].take() {
+            None => {
+                let (f, v) = if rng.gen_bool(0.5) {
+                    next += 1;
+                    ("add", next)
+                } else {
+                    ("read", 0)
+                };
+                let arg = if f == "add" { json!(v) } else { Value::Null };
+                ops.push(op(p, OpType::Invoke, f, key, arg));
+                open[slot] = Some((f.to_string(), v));
+            }
+            Some((f, v)) if f == "add" => {
+                applied.push(v);
+                if rng.gen_bool(0.1) {
+                    ops.push(op(p, OpType::Info, "add", key, json!(v)));
+                    pids[slot] += 3;
+                } else {
+                    ops.push(op(p, OpType::Ok, "add", key, json!(v)));
+                }
+            }
+            Some(_) => {
+                let lag = if rng.gen_bool(0.2) {
+                    rng.gen_range(0..=3)
+                } else {
+                    0
+                };
+                let shown = &applied[..applied.len().saturating_sub(lag)];
+                ops.push(op(p, OpType::Ok, "read", key, json!(shown)));
+            }
+        }
+    }
+    indexed(ops)
+}
+
+fn sessions() -> Vec<Box<dyn Checker>> {
+    use splitbrain_checkers::eventual::{EventualDataType, SessionGuaranteesChecker};
+    vec![Box::new(SessionGuaranteesChecker::new(
+        EventualDataType::Set,
+    ))]
+}
+
+#[test]
+fn session_guarantees_online_are_confirmed_by_the_whole_history() {
+    online_is_confirmed_by_the_whole((0..40).map(buggy_session_history), sessions);
+    assert!(decides_online("read-your-writes") && decides_online("monotonic-reads"));
+    assert!(!decides_online("monotonic-writes") && !decides_online("writes-follow-reads"));
+}
+
 #[test]
 fn linearizability_online_is_confirmed_by_the_whole_history() {
     online_is_confirmed_by_the_whole((0..40).map(buggy_register_history), lin);

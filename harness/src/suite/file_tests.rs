@@ -290,6 +290,20 @@ name = "any"
 target = "txn"
 workload = "list-append"
 expect = "invalid"
+
+[[cell]]
+name = "session"
+target = "bayou"
+workload = "set"
+expect = "invalid"
+checkers = ["session-guarantees"]
+
+[[cell]]
+name = "monotonic-writes"
+target = "bayou"
+workload = "set"
+expect = "invalid"
+anomalies = ["monotonic-writes"]
 "#;
     let s = parse_suite(suite, "stops.toml", "x").unwrap();
     let flags: Vec<String> = s
@@ -306,6 +320,10 @@ expect = "invalid"
             // The set workload's committed-prefix decides online (any anomaly stops).
             "--stop-on-anomaly",
             "--stop-on-anomaly",
+            // Read-your-writes and monotonic reads are found online.
+            "--stop-on-anomaly --stop-when-found session-guarantees",
+            // Monotonic writes needs other sessions' reads: only the final check tells.
+            "",
         ]
     );
 }
