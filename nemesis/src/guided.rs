@@ -333,6 +333,16 @@ pub struct Arm {
     /// When it starts.
     #[serde(default)]
     pub timing: Timing,
+    /// `slow` where nodes are named ([`arms`]): a delay of 20-60 ms per message, the low
+    /// end of the random schedule's 20-200 ms, rather than anywhere in it. A message that
+    /// comes a little late and one that comes after the peers' and the clients' timeouts
+    /// make different failures; which one finds a bug, the search learns.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub mild: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Arm {
@@ -348,6 +358,9 @@ impl fmt::Display for Arm {
         write!(f, "{}", self.kind)?;
         if !self.whom.is_empty() {
             write!(f, " {}", self.whom)?;
+        }
+        if self.mild {
+            write!(f, " mild")?;
         }
         match self.timing {
             Timing::Now => write!(f, " {}", if self.long { "long" } else { "short" }),
@@ -442,18 +455,26 @@ pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
         {
             continue;
         }
+        let milds: &[bool] = if kind == "slow" && !leaders_known && n >= 2 {
+            &[false, true]
+        } else {
+            &[false]
+        };
         for whom in whoms(kind, n, leaders_known) {
-            for long in [false, true] {
-                for timing in [Timing::Now, Timing::AfterLeaderChange] {
-                    if timing == Timing::AfterLeaderChange && !leaders_known {
-                        continue;
+            for &mild in milds {
+                for long in [false, true] {
+                    for timing in [Timing::Now, Timing::AfterLeaderChange] {
+                        if timing == Timing::AfterLeaderChange && !leaders_known {
+                            continue;
+                        }
+                        out[c].push(Arm {
+                            kind: kind.clone(),
+                            whom: whom.clone(),
+                            long,
+                            timing,
+                            mild,
+                        });
                     }
-                    out[c].push(Arm {
-                        kind: kind.clone(),
-                        whom: whom.clone(),
-                        long,
-                        timing,
-                    });
                 }
             }
         }
@@ -468,6 +489,7 @@ pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
             whom: target_name(Target::Leader).into(),
             long: false,
             timing: Timing::WithNextCut,
+            mild: false,
         });
     }
     out
@@ -578,7 +600,7 @@ pub fn concretize(
             crate::schedule::clock_action(mode, target, names, n, rng)
         }
         "slow" => {
-            let delay_ms = rng.gen_range(20..=200);
+            let delay_ms = rng.gen_range(20..=if arm.mild { 60 } else { 200 });
             FaultAction::Slow {
                 nodes: nodes(rng),
                 delay_ms,
@@ -643,6 +665,7 @@ pub fn arm_of(fault: &PlannedFault, class_iv_ms: u64) -> Arm {
         whom,
         long: fault.for_ms > class_iv_ms / 2,
         timing: Timing::Now,
+        mild: false,
     }
 }
 
@@ -1187,12 +1210,22 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(whoms, want);
-        assert_eq!(all[1].len(), 2 * 2 * 6);
+        // slow: six whoms, short or long, mild or not; loss: six whoms, short or long
+        assert_eq!(all[1].len(), 6 * 2 * 2 + 6 * 2);
+        assert_eq!(all[1].iter().filter(|a| a.mild).count(), 6 * 2);
+        assert!(all[1].iter().filter(|a| a.mild).all(|a| a.kind == "slow"));
         for arm in &all[1] {
             let f = concretize(arm, NodeNames::FROM_ONE, 5, 8_000, 100, &mut rng);
             assert_eq!(f.validate(), Ok(()), "{arm}");
             let nodes = match &f.action {
-                FaultAction::Slow { nodes, .. } | FaultAction::Loss { nodes, .. } => nodes.clone(),
+                FaultAction::Slow {
+                    nodes, delay_ms, ..
+                } => {
+                    let top = if arm.mild { 60 } else { 200 };
+                    assert!((20..=top).contains(delay_ms), "{arm}: {delay_ms} ms");
+                    nodes.clone()
+                }
+                FaultAction::Loss { nodes, .. } => nodes.clone(),
                 other => panic!("{arm}: {other:?}"),
             };
             match node_of(&arm.whom, 5) {
@@ -1208,9 +1241,21 @@ mod tests {
                 (arm.kind.as_str(), whom)
             );
         }
-        // with leaders, a random one as before
+        // with leaders, a random one as before, and no mild variant
         let led = arms(&kinds(&["slow"]), 5, true);
         assert!(led[1].iter().all(|a| a.whom == "one" || a.whom == "all"));
+        assert!(led[1].iter().all(|a| !a.mild));
+        // a memory written before the field reads as not mild; a mild arm says so
+        let old: Arm =
+            serde_json::from_str(r#"{"kind":"slow","whom":"node2","long":true,"timing":"now"}"#)
+                .unwrap();
+        assert!(!old.mild);
+        let mild = all[1].iter().find(|a| a.mild).unwrap();
+        assert!(mild.to_string().contains(" mild "), "{mild}");
+        assert!(serde_json::to_string(mild)
+            .unwrap()
+            .contains("\"mild\":true"));
+        assert!(!serde_json::to_string(&old).unwrap().contains("mild"));
     }
 
     #[test]

@@ -498,6 +498,7 @@ impl Nemesis {
                 if arm.whom.starts_with("node") {
                     label.whom = arm.whom.clone();
                 }
+                label.mild = arm.mild;
                 let cuts_leader = arm.isolates_leader();
                 kinds_started.insert(coverage_kind(&arm).to_string());
                 self.guide()
