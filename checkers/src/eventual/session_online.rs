@@ -26,6 +26,8 @@ use std::collections::{HashMap, HashSet};
 #[derive(Debug)]
 struct Pending {
     invoke: u64,
+    /// The invoke's time (ns into the run).
+    invoked_ns: u64,
     key: Option<String>,
     /// For an update: its element, and whether no other session asked to write it first.
     write: Option<(i64, bool)>,
@@ -34,10 +36,11 @@ struct Pending {
 /// One session's past on one key.
 #[derive(Debug, Default)]
 struct SessionKey {
-    /// Acknowledged writes it owns: element, completion index, invoke index.
-    writes: Vec<(i64, u64, u64)>,
-    /// Elements its ok reads showed, with the first such read's completion index.
-    seen: HashMap<i64, u64>,
+    /// Acknowledged writes it owns: element, completion index, invoke index and time.
+    writes: Vec<(i64, u64, u64, u64)>,
+    /// Elements its ok reads showed, with the first such read's completion index and
+    /// invoke time.
+    seen: HashMap<i64, (u64, u64)>,
 }
 
 /// The online `session-guarantees` check ([`crate::Checker::online`] of
@@ -71,15 +74,16 @@ impl OnlineSessions {
 
     /// The read `op` of session `s` (invoked at `invoke`), checked against the session's
     /// past on `key`, then added to it.
-    fn read(&mut self, s: u64, key: String, invoke: u64, op: &Op) -> Option<CheckResult> {
+    fn read(&mut self, s: u64, key: String, invoke: &Pending, op: &Op) -> Option<CheckResult> {
+        let (invoke, invoked_ns) = (invoke.invoke, invoke.invoked_ns);
         let value = decode_read(self.data_type, &op.value).ok()?;
         let present: HashSet<i64> = value.elements().collect();
         let past = self.sessions.entry((s, key.clone())).or_default();
         let lacked = past
             .writes
             .iter()
-            .find(|&&(e, complete, _)| complete < invoke && !present.contains(&e));
-        let found = if let Some(&(e, _, w)) = lacked {
+            .find(|&&(e, complete, _, _)| complete < invoke && !present.contains(&e));
+        let found = if let Some(&(e, _, w, w_ns)) = lacked {
             Some(invalid(
                 "read-your-writes",
                 &key,
@@ -88,13 +92,14 @@ impl OnlineSessions {
                     op.index
                 ),
                 &[w, op.index],
+                (w_ns, op.time),
             ))
         } else {
             past.seen
                 .iter()
-                .filter(|&(e, &at)| at < invoke && !present.contains(e))
-                .min_by_key(|&(e, &at)| (at, *e))
-                .map(|(e, &at)| {
+                .filter(|&(e, &(at, _))| at < invoke && !present.contains(e))
+                .min_by_key(|&(e, &(at, _))| (at, *e))
+                .map(|(e, &(at, at_ns))| {
                     invalid(
                         "monotonic-reads",
                         &key,
@@ -103,24 +108,27 @@ impl OnlineSessions {
                             op.index
                         ),
                         &[at, op.index],
+                        (at_ns, op.time),
                     )
                 })
         };
         for e in present {
-            past.seen.entry(e).or_insert(op.index);
+            past.seen.entry(e).or_insert((op.index, invoked_ns));
         }
         found
     }
 }
 
-fn invalid(anomaly: &str, key: &str, text: String, ops: &[u64]) -> CheckResult {
+/// An INVALID finding; `span`: from the earliest invocation of its ops to the breaking
+/// read's completion (ns into the run), what a guided nemesis credits it by.
+fn invalid(anomaly: &str, key: &str, text: String, ops: &[u64], span: (u64, u64)) -> CheckResult {
     let mut r = CheckResult::new(
         "session-guarantees",
         Validity::Invalid,
         format!("{text} (found online)"),
     );
     r.anomaly_types.push(anomaly.to_string());
-    r.details = json!({"key": key, "ops": ops});
+    r.details = json!({"key": key, "ops": ops, "evidence-ns": [span.0, span.1]});
     r
 }
 
@@ -160,6 +168,7 @@ impl OnlineCheck for OnlineSessions {
                 s,
                 Pending {
                     invoke: op.index,
+                    invoked_ns: op.time,
                     key,
                     write,
                 },
@@ -181,12 +190,15 @@ impl OnlineCheck for OnlineSessions {
                     e,
                     op.index,
                     pending.invoke,
+                    pending.invoked_ns,
                 ));
             }
             return None;
         }
-        let key = completion_key.or(pending.key).unwrap_or_default();
-        self.read(s, key, pending.invoke, &op)
+        let key = completion_key
+            .or_else(|| pending.key.clone())
+            .unwrap_or_default();
+        self.read(s, key, &pending, &op)
     }
 
     /// No op is held: per session and key the elements written and seen, not the ops.
@@ -227,6 +239,7 @@ mod tests {
         let mut ops = ops;
         for (i, o) in ops.iter_mut().enumerate() {
             o.index = i as u64;
+            o.time = (i as u64 + 1) * 1000;
         }
         ops
     }
@@ -309,6 +322,8 @@ mod tests {
         assert_eq!(found[0].anomaly_types, ["read-your-writes"]);
         assert_eq!(found[0].details["key"], "k");
         assert_eq!(found[0].details["ops"], json!([0, 5]));
+        // From the write's invoke to the read's completion.
+        assert_eq!(found[0].details["evidence-ns"], json!([1000, 6000]));
         let w = whole(&ops);
         assert_eq!(w.valid, Validity::Invalid);
         assert!(w.anomaly_types.contains(&"read-your-writes".to_string()));
@@ -321,6 +336,8 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].anomaly_types, ["monotonic-reads"]);
         assert_eq!(found[0].details["ops"], json!([3, 5]));
+        // From the earlier read's invoke to the later read's completion.
+        assert_eq!(found[0].details["evidence-ns"], json!([3000, 6000]));
         let w = whole(&ops);
         assert!(
             w.anomaly_types.contains(&"monotonic-reads".to_string()),
