@@ -250,13 +250,15 @@ impl Online {
     /// decide with every checker not yet known invalid; returns new findings. `prefix`
     /// gives the whole history so far, for Elle.
     ///
-    /// Each finding carries its evidence, the span of the ops that make it:
-    /// `linearizable`, the failing segment of the key (its ops since the key was last
-    /// quiet); Elle, the transactions the first complete instance of each class found
-    /// names (a cycle's members, the G1a reader and writer ...); `bank`, from the
-    /// completion of the last complete read before the first wrong one (which still
-    /// summed right) to that wrong read's completion, where the damage lies; the others
-    /// (`ddp-replicas`, `committed-prefix`), the ops this tick checked.
+    /// Each finding carries its evidence, the span of the ops that make it: an
+    /// incremental checker's own `evidence-ns` when it reports one (`linearizable`: from
+    /// the key's last decided segment to the failing one; the session guarantees: from
+    /// the earliest invocation of the ops named to the breaking read's completion); Elle,
+    /// the transactions the first complete instance of each class found names (a cycle's
+    /// members, the G1a reader and writer ...); `bank`, from the completion of the last
+    /// complete read before the first wrong one (which still summed right) to that wrong
+    /// read's completion, where the damage lies; the others (`ddp-replicas`,
+    /// `committed-prefix`), the ops this tick checked.
     pub fn tick(
         &mut self,
         new: Vec<Op>,
