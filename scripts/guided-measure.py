@@ -7,13 +7,15 @@ Usage: guided-measure.py BIN OUT.jsonl T SEEDS CELLS [SEARCHES]
 SEARCHES: comma list, default `random,guided` (alternated by seed); `guided` alone for
 the correct-mode false-positive runs. Seeds run in order, so a cell's guided runs build
 on the memory the earlier ones left in STORE (results.json `fault_search.memory`, kept
-in each line as `memory`)."""
+in each line as `memory`). SUITE (environment) names another suite file than
+suites/full.toml (e.g. suites/redis.toml); STORE the run store."""
 import json, os, subprocess, sys, time
 BIN = sys.argv[1]; OUT = sys.argv[2]; T = sys.argv[3]
 SEEDS = [int(s) for s in sys.argv[4].split(',')]
 CELLS = sys.argv[5].split(',')
 SEARCHES = sys.argv[6].split(',') if len(sys.argv) > 6 else ['random', 'guided']
 STORE = os.environ.get("STORE", "/tmp/guided39b/store")
+SUITE = os.environ.get("SUITE", "suites/full.toml")
 os.makedirs(STORE, exist_ok=True)
 for seed in SEEDS:
     for cell in CELLS:
@@ -21,7 +23,7 @@ for seed in SEEDS:
             js = os.path.join(STORE, f'suite-{cell.replace("/", "_")}-{seed}-{search}.json')
             load = open('/proc/loadavg').read().split()[:3]
             t0 = time.time()
-            p = subprocess.run([BIN, 'suite', 'suites/full.toml', '--only', cell, '--seeds', str(seed),
+            p = subprocess.run([BIN, 'suite', SUITE, '--only', cell, '--seeds', str(seed),
                                 '--time-limit', T, '--nemesis-search', search, '--store', STORE,
                                 '--json', js], cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True)
             row = {'cell': cell, 'seed': seed, 'search': search, 'exit': p.returncode,

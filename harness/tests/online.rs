@@ -51,6 +51,21 @@ fn assert_stopped_early_for(
         .as_f64()
         .unwrap_or_else(|| panic!("no first_known_at_s for {checker}: {results:#}"));
     assert!(known < TIME_LIMIT_S, "known at {known} s");
+    // The finding names its evidence, the span of the ops that make it: inside the run,
+    // before it was known (`at 4.2 s (its ops 3.10-3.35 s)`).
+    let ops = why
+        .split("(its ops ")
+        .nth(1)
+        .and_then(|r| r.split(" s)").next())
+        .unwrap_or_else(|| panic!("no evidence in {why}"));
+    let (a, b) = ops
+        .split_once('-')
+        .and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<f64>().ok()?)))
+        .unwrap_or_else(|| panic!("evidence {ops} in {why}"));
+    assert!(
+        0.0 <= a && a <= b && b <= known + 0.05,
+        "evidence {a}-{b}, known {known}: {why}"
+    );
     // Generous: start, heal and check take seconds, the time limit is a minute.
     assert!(
         wall < Duration::from_secs_f64(TIME_LIMIT_S * 0.75),

@@ -70,7 +70,7 @@ pub struct NodeStatus {
 }
 
 /// What the clients have seen so far (cumulative counts; the sampler takes differences).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClientCounts {
     /// `ok` completions.
     pub ok: u64,
@@ -84,6 +84,10 @@ pub struct ClientCounts {
     pub timed: u64,
     /// Anomalies the check alongside the run has found so far.
     pub anomalies: u64,
+    /// For each anomaly found, in the order found, the span of the ops that make it
+    /// (from the earliest invocation to the latest completion): the faults active then
+    /// are credited with it. May be shorter than `anomalies` (a signal that cannot say).
+    pub evidence: Vec<(std::time::Instant, std::time::Instant)>,
 }
 
 /// One sample of the cluster: each node's status (`None`: the target serves no status;
@@ -264,8 +268,13 @@ impl Abstractor {
     }
 
     fn clients(&mut self, now: &ClientCounts) -> ClientClass {
-        let p = self.prev_clients;
-        self.prev_clients = *now;
+        let p = std::mem::replace(
+            &mut self.prev_clients,
+            ClientCounts {
+                evidence: Vec::new(),
+                ..now.clone()
+            },
+        );
         let ok = now.ok.saturating_sub(p.ok);
         let fail = now.fail.saturating_sub(p.fail);
         let info = now.info.saturating_sub(p.info);
@@ -324,6 +333,16 @@ pub struct Arm {
     /// When it starts.
     #[serde(default)]
     pub timing: Timing,
+    /// `slow` where nodes are named ([`arms`]): a delay of 20-60 ms per message, the low
+    /// end of the random schedule's 20-200 ms, rather than anywhere in it. A message that
+    /// comes a little late and one that comes after the peers' and the clients' timeouts
+    /// make different failures; which one finds a bug, the search learns.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub mild: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Arm {
@@ -339,6 +358,9 @@ impl fmt::Display for Arm {
         write!(f, "{}", self.kind)?;
         if !self.whom.is_empty() {
             write!(f, " {}", self.whom)?;
+        }
+        if self.mild {
+            write!(f, " mild")?;
         }
         match self.timing {
             Timing::Now => write!(f, " {}", if self.long { "long" } else { "short" }),
@@ -375,8 +397,23 @@ fn target_of(name: &str) -> Target {
     }
 }
 
-/// Whom each kind may hit: targets, or partition shapes.
-fn whoms(kind: &str, n: usize) -> Vec<String> {
+/// The arm's whom for the `i`-th node (from 0) of a cluster whose nodes have no roles.
+fn node_whom(i: usize) -> String {
+    format!("node{}", i + 1)
+}
+
+/// The node a `node<K>` whom names (from 0), when it names one of `n`.
+fn node_of(whom: &str, n: usize) -> Option<usize> {
+    let k: usize = whom.strip_prefix("node")?.parse().ok()?;
+    (1..=n).contains(&k).then(|| k - 1)
+}
+
+/// Whom each kind may hit: targets, or partition shapes. `slow` and `loss` on one node,
+/// where the target reports no leader (its nodes differ by what they hold, not by a role
+/// that moves: the txn database's participants, each the owner of its keys), name each
+/// node (`node1` ... `nodeN`, as the target numbers them) rather than a random one, so
+/// that the search can learn which node's links matter.
+fn whoms(kind: &str, n: usize, leaders_known: bool) -> Vec<String> {
     let t = |ts: &[Target]| ts.iter().map(|&t| target_name(t).to_string()).collect();
     match kind {
         "kill" | "pause" => t(&[
@@ -388,6 +425,9 @@ fn whoms(kind: &str, n: usize) -> Vec<String> {
         ]),
         "kill-one" => t(&[Target::One]),
         "clock" => t(&[Target::Leader, Target::One, Target::All]),
+        "slow" | "loss" if !leaders_known && n >= 2 => std::iter::once("all".to_string())
+            .chain((0..n).map(node_whom))
+            .collect(),
         "slow" | "loss" => t(&[Target::One, Target::All]),
         "slow-client" | "strobe-pause" => t(&[Target::Leader, Target::Follower, Target::One]),
         "partition" => SHAPES
@@ -415,18 +455,26 @@ pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
         {
             continue;
         }
-        for whom in whoms(kind, n) {
-            for long in [false, true] {
-                for timing in [Timing::Now, Timing::AfterLeaderChange] {
-                    if timing == Timing::AfterLeaderChange && !leaders_known {
-                        continue;
+        let milds: &[bool] = if kind == "slow" && !leaders_known && n >= 2 {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for whom in whoms(kind, n, leaders_known) {
+            for &mild in milds {
+                for long in [false, true] {
+                    for timing in [Timing::Now, Timing::AfterLeaderChange] {
+                        if timing == Timing::AfterLeaderChange && !leaders_known {
+                            continue;
+                        }
+                        out[c].push(Arm {
+                            kind: kind.clone(),
+                            whom: whom.clone(),
+                            long,
+                            timing,
+                            mild,
+                        });
                     }
-                    out[c].push(Arm {
-                        kind: kind.clone(),
-                        whom: whom.clone(),
-                        long,
-                        timing,
-                    });
                 }
             }
         }
@@ -441,6 +489,7 @@ pub fn arms(kinds: &[String], n: usize, leaders_known: bool) -> [Vec<Arm>; 3] {
             whom: target_name(Target::Leader).into(),
             long: false,
             timing: Timing::WithNextCut,
+            mild: false,
         });
     }
     out
@@ -511,7 +560,11 @@ pub fn concretize(
     let iv = class_iv_ms.max(4);
     let mut for_ms = if arm.long { iv * 3 / 4 } else { iv / 4 };
     let target = target_of(&arm.whom);
-    let nodes = |rng: &mut ChaCha8Rng| names.names(&pick(target, n, rng));
+    let chosen_node = node_of(&arm.whom, n);
+    let nodes = |rng: &mut ChaCha8Rng| match chosen_node {
+        Some(i) => names.names(&[i]),
+        None => names.names(&pick(target, n, rng)),
+    };
     let blank_partition = |shape: &str| FaultAction::Partition {
         shape: shape.into(),
         groups: Vec::new(),
@@ -547,7 +600,7 @@ pub fn concretize(
             crate::schedule::clock_action(mode, target, names, n, rng)
         }
         "slow" => {
-            let delay_ms = rng.gen_range(20..=200);
+            let delay_ms = rng.gen_range(20..=if arm.mild { 60 } else { 200 });
             FaultAction::Slow {
                 nodes: nodes(rng),
                 delay_ms,
@@ -612,6 +665,7 @@ pub fn arm_of(fault: &PlannedFault, class_iv_ms: u64) -> Arm {
         whom,
         long: fault.for_ms > class_iv_ms / 2,
         timing: Timing::Now,
+        mild: false,
     }
 }
 
@@ -635,6 +689,41 @@ pub mod reward {
     /// be worth: above what faults earn from new states alone, so a cold run tries every
     /// arm before repeating one, below an arm that led to an anomaly in its first tries.
     pub const UNTRIED: f64 = 10.0;
+}
+
+/// How long after a fault stopped an anomaly whose evidence no fault was active in is
+/// still put down to it: the aftermath of a fault (a killed majority restarting and
+/// electing, the first reads after a partition heals) shows in the ops that follow it.
+pub const AFTERMATH: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Which of `faults` (each its start and, once it stopped, its stop) an anomaly is
+/// credited to, given its evidence (the span of the ops that make it, from the earliest
+/// invocation to the latest completion): the faults active at some moment of the span
+/// (started before it ended, not stopped before it began); when none was, the one that
+/// stopped last before it began, if within [`AFTERMATH`]; else none (an anomaly that no fault of
+/// the search's caused, such as one in the first ops of the run, is nobody's reward).
+pub fn credited<T>(faults: &[(T, Option<T>)], evidence: (T, T)) -> Vec<usize>
+where
+    T: Copy + Ord + std::ops::Add<std::time::Duration, Output = T>,
+{
+    let (from, to) = evidence;
+    let active: Vec<usize> = faults
+        .iter()
+        .enumerate()
+        .filter(|(_, &(start, stop))| start <= to && stop.is_none_or(|s| s >= from))
+        .map(|(i, _)| i)
+        .collect();
+    if !active.is_empty() {
+        return active;
+    }
+    let before = |stop: Option<T>| stop.filter(|&s| s < from && s + AFTERMATH >= from);
+    let last = faults.iter().filter_map(|&(_, stop)| before(stop)).max();
+    faults
+        .iter()
+        .enumerate()
+        .filter(|(_, &(_, stop))| last.is_some() && before(stop) == last)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Statistics of one (state, arm) pair, or of one arm over every state.
@@ -680,6 +769,13 @@ pub struct Remembered {
 /// next (`--nemesis-memory`), so a campaign's runs learn from each other.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
+    /// The table's format: 1 (no `version` field, before 2026-12-05 evening) credited an
+    /// anomaly to every fault running or stopped within 3 s of its detection; 2 credits it
+    /// to the faults active while the ops that make it ran ([`credited`]). Both are read
+    /// (a version-1 table's rewards are only less precise); a table is written as
+    /// [`MEMORY_VERSION`]; a later version is refused.
+    #[serde(default = "memory_version_1")]
+    pub version: u32,
     /// The configuration the table is for, in words (the harness's key).
     pub key: String,
     /// Guided runs that added to it.
@@ -688,9 +784,22 @@ pub struct Memory {
     pub pairs: Vec<Remembered>,
 }
 
+/// The format of the memory tables written now (see [`Memory::version`]).
+pub const MEMORY_VERSION: u32 = 2;
+
+fn memory_version_1() -> u32 {
+    1
+}
+
 impl Memory {
     /// Checks what serde cannot: every count and reward a table can hold.
     pub fn validate(&self) -> Result<(), String> {
+        if self.version == 0 || self.version > MEMORY_VERSION {
+            return Err(format!(
+                "format version {} (this build reads 1 to {MEMORY_VERSION})",
+                self.version
+            ));
+        }
         for (k, p) in self.pairs.iter().enumerate() {
             if p.tries == 0 {
                 return Err(format!("pair {k} ({}): tries 0", p.arm));
@@ -752,6 +861,7 @@ impl Chooser {
     /// The table to leave for the next run: every pair tried, the memory's included.
     pub fn memory(&self, key: &str, runs: u64) -> Memory {
         Memory {
+            version: MEMORY_VERSION,
             key: key.to_string(),
             runs,
             pairs: self
@@ -1092,6 +1202,63 @@ mod tests {
     }
 
     #[test]
+    fn without_leaders_slow_and_loss_name_each_node() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let all = arms(&kinds(&["slow", "loss"]), 5, false);
+        let whoms: BTreeSet<&str> = all[1].iter().map(|a| a.whom.as_str()).collect();
+        let want: BTreeSet<&str> = ["all", "node1", "node2", "node3", "node4", "node5"]
+            .into_iter()
+            .collect();
+        assert_eq!(whoms, want);
+        // slow: six whoms, short or long, mild or not; loss: six whoms, short or long
+        assert_eq!(all[1].len(), 6 * 2 * 2 + 6 * 2);
+        assert_eq!(all[1].iter().filter(|a| a.mild).count(), 6 * 2);
+        assert!(all[1].iter().filter(|a| a.mild).all(|a| a.kind == "slow"));
+        for arm in &all[1] {
+            let f = concretize(arm, NodeNames::FROM_ONE, 5, 8_000, 100, &mut rng);
+            assert_eq!(f.validate(), Ok(()), "{arm}");
+            let nodes = match &f.action {
+                FaultAction::Slow {
+                    nodes, delay_ms, ..
+                } => {
+                    let top = if arm.mild { 60 } else { 200 };
+                    assert!((20..=top).contains(delay_ms), "{arm}: {delay_ms} ms");
+                    nodes.clone()
+                }
+                FaultAction::Loss { nodes, .. } => nodes.clone(),
+                other => panic!("{arm}: {other:?}"),
+            };
+            match node_of(&arm.whom, 5) {
+                // that node, every time
+                Some(i) => assert_eq!(nodes, vec![format!("n{}", i + 1)], "{arm}"),
+                None => assert_eq!(nodes.len(), 5, "{arm}"),
+            }
+            // for coverage it counts as the random schedule's `one` / `all`
+            let back = arm_of(&f, 8_000);
+            let whom = if arm.whom == "all" { "all" } else { "one" };
+            assert_eq!(
+                (back.kind.as_str(), back.whom.as_str()),
+                (arm.kind.as_str(), whom)
+            );
+        }
+        // with leaders, a random one as before, and no mild variant
+        let led = arms(&kinds(&["slow"]), 5, true);
+        assert!(led[1].iter().all(|a| a.whom == "one" || a.whom == "all"));
+        assert!(led[1].iter().all(|a| !a.mild));
+        // a memory written before the field reads as not mild; a mild arm says so
+        let old: Arm =
+            serde_json::from_str(r#"{"kind":"slow","whom":"node2","long":true,"timing":"now"}"#)
+                .unwrap();
+        assert!(!old.mild);
+        let mild = all[1].iter().find(|a| a.mild).unwrap();
+        assert!(mild.to_string().contains(" mild "), "{mild}");
+        assert!(serde_json::to_string(mild)
+            .unwrap()
+            .contains("\"mild\":true"));
+        assert!(!serde_json::to_string(&old).unwrap().contains("mild"));
+    }
+
+    #[test]
     fn with_clock_and_leader_cuts_one_clock_arm_waits_for_the_next_cut() {
         let all = arms(&kinds(&["partition-leader", "clock"]), 5, true);
         let timed: Vec<&Arm> = all[2]
@@ -1163,6 +1330,7 @@ mod tests {
 
     fn memory_of(pairs: &[(AbstractState, &Arm, u64, f64)]) -> Memory {
         Memory {
+            version: MEMORY_VERSION,
             key: "test".into(),
             runs: 3,
             pairs: pairs
@@ -1224,6 +1392,59 @@ mod tests {
         bad.pairs[1].reward = f64::NAN;
         assert!(bad.validate().is_err());
         assert!(serde_json::from_str::<Memory>("{\"runs\": \"x\"}").is_err());
+    }
+
+    #[test]
+    fn an_anomaly_is_credited_to_the_faults_active_while_its_ops_ran() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // 0: 0-1000 ms, stopped; 1: 1250-3000 ms, stopped; 2: from 3250 ms, running
+        let faults = [
+            (at(0), Some(at(1000))),
+            (at(1250), Some(at(3000))),
+            (at(3250), None),
+        ];
+        // ops within the second fault: it alone, not the one that ended before
+        assert_eq!(credited(&faults, (at(1500), at(1700))), vec![1]);
+        // ops spanning the end of the first and the start of the second: both
+        assert_eq!(credited(&faults, (at(900), at(1300))), vec![0, 1]);
+        // the running fault, and one that started while the ops were running
+        assert_eq!(credited(&faults, (at(3100), at(3400))), vec![2]);
+        assert_eq!(credited(&faults, (at(5000), at(5100))), vec![2]);
+        // no fault active then: the one that stopped last before it, within the aftermath
+        let stopped = [(at(0), Some(at(1000))), (at(1250), Some(at(2000)))];
+        assert_eq!(credited(&stopped, (at(2500), at(2600))), vec![1]);
+        assert!(at(2000) + AFTERMATH < at(4100));
+        assert_eq!(
+            credited(&stopped, (at(4100), at(4200))),
+            Vec::<usize>::new()
+        );
+        // ops before any fault started: nobody's
+        let late = [(at(2000), None)];
+        assert_eq!(credited(&late, (at(100), at(900))), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn an_old_memory_without_a_version_is_read_and_a_newer_one_refused() {
+        let all = arms(&kinds(&["kill"]), 5, true);
+        let s = state(0b001, Some(1));
+        let mem = memory_of(&[(s, &all[0][0], 2, 21.0)]);
+        let mut v: serde_json::Value = serde_json::to_value(&mem).unwrap();
+        assert_eq!(v["version"], MEMORY_VERSION);
+        // as the tables written before the version field were
+        v.as_object_mut().unwrap().remove("version");
+        let old: Memory = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(old.version, 1);
+        assert_eq!(old.validate(), Ok(()));
+        assert_eq!(old.pairs, mem.pairs);
+        // a chooser starts from it, and leaves a table of the current version
+        let left = Chooser::with_memory(1, &old).memory("test", 4);
+        assert_eq!(left.version, MEMORY_VERSION);
+        assert_eq!((left.pairs[0].tries, left.pairs[0].reward), (2, 21.0));
+        v["version"] = serde_json::json!(MEMORY_VERSION + 1);
+        let newer: Memory = serde_json::from_value(v).unwrap();
+        assert!(newer.validate().unwrap_err().contains("version"));
     }
 
     #[test]

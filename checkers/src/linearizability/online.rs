@@ -49,6 +49,10 @@ const MAX_FLOATING: usize = 64;
 struct SegOp<O> {
     invoke: u64,
     end: u64,
+    /// The history's clock (ns) at its invocation and at its completion (0 until then):
+    /// a failing segment reports the span of its ops as its evidence.
+    invoke_time: u64,
+    end_time: u64,
     required: bool,
     op: Option<O>,
 }
@@ -65,6 +69,10 @@ struct KeyState<M: Model> {
     segment: Vec<SegOp<M::Op>>,
     /// Of those, how many are pending.
     open: usize,
+    /// When the last decided segment with an op that surely took effect began (the
+    /// history's clock, ns): the key was last seen consistent there, so a failing segment's
+    /// evidence starts there (what it contradicts, a lost write, lies between).
+    last_from: Option<u64>,
 }
 
 /// An invoke waiting for its completion.
@@ -143,6 +151,14 @@ impl<M: Model> Segments<M> {
         if states.is_empty() {
             let key = k.key.clone();
             let n = segment.iter().filter(|s| s.op.is_some()).count();
+            // The evidence: from the start of the key's last decided segment (where it was
+            // last seen consistent) to the failing segment's last completion.
+            let from = segment
+                .iter()
+                .map(|s| s.invoke_time)
+                .chain(k.last_from)
+                .min();
+            let to = segment.iter().map(|s| s.end_time).max();
             self.give_up(group);
             let shown = key.as_ref().map_or("the history".to_string(), |v| {
                 format!(
@@ -157,10 +173,13 @@ impl<M: Model> Segments<M> {
                     "{shown}: no order of its {n} ops since it was last quiet explains their results, from any state it could be in then"
                 ),
             );
-            r.details = json!({ "key": key, "online": true });
+            r.details = json!({ "key": key, "online": true, "evidence-ns": [from, to] });
             return Some(r);
         }
         k.states = states;
+        if segment.iter().any(|s| s.required) {
+            k.last_from = segment.iter().map(|s| s.invoke_time).min();
+        }
         for o in new_floating {
             if !(small && k.floating.contains(&o)) {
                 k.floating.push(o);
@@ -267,10 +286,13 @@ impl<M: Model + 'static> OnlineCheck for Segments<M> {
                 floating: Vec::new(),
                 segment: Vec::new(),
                 open: 0,
+                last_from: None,
             });
             k.segment.push(SegOp {
                 invoke: op.index,
                 end: u64::MAX,
+                invoke_time: op.time,
+                end_time: 0,
                 required: false,
                 op: None,
             });
@@ -336,6 +358,7 @@ impl<M: Model + 'static> OnlineCheck for Segments<M> {
         if let Some(s) = k.segment.get_mut(open.slot) {
             s.required = completion != Completion::Unknown;
             s.end = if s.required { op.index } else { u64::MAX };
+            s.end_time = op.time;
             s.op = translated;
         }
         k.open = k.open.saturating_sub(1);
@@ -434,5 +457,8 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].details["key"], json!(1));
         assert_eq!(found[0].valid, Validity::Invalid);
+        // The evidence: from the key's last decided segment (the read of 2 at 8) to the
+        // failing one (the read of 3, done at 13; times = indices).
+        assert_eq!(found[0].details["evidence-ns"], json!([8, 13]));
     }
 }

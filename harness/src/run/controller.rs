@@ -283,7 +283,7 @@ pub fn fault_search(
     run_dir: &RunDir,
     clients: &dyn splitbrain_nemesis::ClientSignals,
 ) -> Option<splitbrain_reports::FaultSearch> {
-    nemesis.conclude(clients.counts().anomalies);
+    nemesis.conclude(&clients.counts());
     let cov = nemesis.coverage();
     let written = crate::run::memory::save(nemesis, spec, cov.memory.as_ref());
     let memory = cov

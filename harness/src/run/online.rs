@@ -119,14 +119,18 @@ pub struct OnlineFinding {
     pub anomaly_types: Vec<String>,
     /// Seconds into the run (the history's clock) when the check that found it ended.
     pub at_s: f64,
+    /// Seconds into the run spanned by the ops that make the anomaly (see
+    /// [`Online::tick`]): from the earliest invocation to the latest completion. What the
+    /// guided nemesis credits it by; always at or before `at_s`.
+    pub evidence_s: (f64, f64),
 }
 
 impl std::fmt::Display for OnlineFinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}: {} INVALID at {:.1} s",
-            self.checker, self.what, self.at_s
+            "{}: {} INVALID at {:.1} s (its ops {:.2}-{:.2} s)",
+            self.checker, self.what, self.at_s, self.evidence_s.0, self.evidence_s.1
         )
     }
 }
@@ -186,6 +190,9 @@ pub struct Online {
     /// Ops recorded so far, and as many when Elle last checked.
     recorded: usize,
     elle_checked_at: usize,
+    /// The history's clock (ns) when the last complete bank read seen completed: a wrong
+    /// total found later arose after it.
+    bank_read_done_ns: u64,
 }
 
 /// Elle checks every tick until the history has this many ops; then when it has grown by
@@ -214,6 +221,7 @@ impl Online {
             pending: HashMap::new(),
             recorded: 0,
             elle_checked_at: 0,
+            bank_read_done_ns: 0,
         }
     }
 
@@ -241,6 +249,16 @@ impl Online {
     /// Takes the ops recorded since the last tick (in index order) and checks what they
     /// decide with every checker not yet known invalid; returns new findings. `prefix`
     /// gives the whole history so far, for Elle.
+    ///
+    /// Each finding carries its evidence, the span of the ops that make it: an
+    /// incremental checker's own `evidence-ns` when it reports one (`linearizable`: from
+    /// the key's last decided segment to the failing one; the session guarantees: from
+    /// the earliest invocation of the ops named to the breaking read's completion); Elle,
+    /// the transactions the first complete instance of each class found names (a cycle's
+    /// members, the G1a reader and writer ...); `bank`, from the completion of the last
+    /// complete read before the first wrong one (which still summed right) to that wrong
+    /// read's completion, where the damage lies; the others (`ddp-replicas`,
+    /// `committed-prefix`), the ops this tick checked.
     pub fn tick(
         &mut self,
         new: Vec<Op>,
@@ -251,9 +269,19 @@ impl Online {
     ) -> Vec<OnlineFinding> {
         self.recorded += new.len();
         let new: Vec<Op> = new.into_iter().filter(|o| o.is_client()).collect();
+        let tick_span = (
+            new.first().map_or(0, |o| o.time),
+            new.last().map_or(0, |o| o.time),
+        );
         let mut found = Vec::new();
-        let mut note = |name: String, result: &CheckResult, pending: &HashSet<u64>| {
+        let mut note = |name: String,
+                        result: &CheckResult,
+                        pending: &HashSet<u64>,
+                        evidence: Option<(u64, u64)>| {
             if let Some(anomaly_types) = certain_anomalies(result, pending) {
+                let at_s = now_s();
+                let (from, to) = evidence.unwrap_or(tick_span);
+                let secs = |ns: u64| (ns as f64 / 1e9).min(at_s);
                 let what = match result.details.get("key").filter(|k| !k.is_null()) {
                     // Keys are shown as the history has them, a string one unquoted.
                     Some(k) => format!(
@@ -267,7 +295,8 @@ impl Online {
                     checker: name,
                     what,
                     anomaly_types,
-                    at_s: now_s(),
+                    at_s,
+                    evidence_s: (secs(from.min(to)), secs(to)),
                 });
             }
         };
@@ -282,7 +311,19 @@ impl Online {
             ops.extend(new.iter().cloned());
             if let Ok(h) = History::new(ops) {
                 if !stop.load(Ordering::Relaxed) {
-                    note("bank".into(), &bank.check(&h), &HashSet::new());
+                    let r = bank.check(&h);
+                    let evidence = bank_evidence(&r, &h, self.bank_read_done_ns);
+                    note("bank".into(), &r, &HashSet::new(), evidence);
+                }
+                if let Some(t) = h
+                    .pairs()
+                    .iter()
+                    .filter(|p| p.outcome == splitbrain_checkers::Outcome::Ok && p.f == "read")
+                    .filter(|p| splitbrain_checkers::bank::read_sum(&p.value).is_some())
+                    .filter_map(|p| p.complete_time)
+                    .max()
+                {
+                    self.bank_read_done_ns = self.bank_read_done_ns.max(t);
                 }
                 if self.bank_reference.is_none() {
                     self.bank_reference = h.pairs().iter().find_map(|p| {
@@ -326,7 +367,11 @@ impl Online {
                 .chain([last_name.clone()]);
             for (name, r) in names.zip(first) {
                 if let Some(r) = r {
-                    note(name, &r, &HashSet::new());
+                    let evidence = r
+                        .details
+                        .get("evidence-ns")
+                        .and_then(|e| Some((e.get(0)?.as_u64()?, e.get(1)?.as_u64()?)));
+                    note(name, &r, &HashSet::new(), evidence);
                 }
             }
         }
@@ -352,7 +397,9 @@ impl Online {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    note(c.name(), &c.check(&h), &pending);
+                    let r = c.check(&h);
+                    let evidence = elle_evidence(&r, &h, &pending);
+                    note(c.name(), &r, &pending, evidence);
                 }
             }
         }
@@ -393,6 +440,68 @@ fn named_indices(v: &Value, out: &mut Vec<u64>) {
         Value::Array(a) => a.iter().for_each(|x| named_indices(x, out)),
         _ => {}
     }
+}
+
+/// The span (history clock, ns) of `ops` named by index: from the earliest invocation to
+/// the latest completion.
+fn span_of(h: &History, named: &HashSet<u64>) -> Option<(u64, u64)> {
+    let mut span: Option<(u64, u64)> = None;
+    for p in h.pairs() {
+        let invoke = h.op_index(p.invoke_pos);
+        let done = p.complete_pos.map(|c| h.op_index(c));
+        if named.contains(&invoke) || done.is_some_and(|d| named.contains(&d)) {
+            let end = p.complete_time.unwrap_or(p.invoke_time);
+            span = Some(span.map_or((p.invoke_time, end), |(a, b)| {
+                (a.min(p.invoke_time), b.max(end))
+            }));
+        }
+    }
+    span
+}
+
+/// Elle's evidence: the transactions named by the first instance of each monotone class
+/// that names no pending transaction (as [`certain_anomalies`] takes them).
+fn elle_evidence(result: &CheckResult, h: &History, pending: &HashSet<u64>) -> Option<(u64, u64)> {
+    let anomalies = result.details.get("anomalies")?.as_object()?;
+    let mut named_all: HashSet<u64> = HashSet::new();
+    for (t, found) in anomalies.iter().filter(|(t, _)| monotone_elle_anomaly(t)) {
+        let instances = found["instances"].as_array().cloned().unwrap_or_default();
+        let first = instances.iter().find_map(|inst| {
+            if is_cycle(t) && !inst.get("cycle").is_some_and(Value::is_array) {
+                return None;
+            }
+            let mut named = Vec::new();
+            named_indices(inst, &mut named);
+            named.iter().all(|i| !pending.contains(i)).then_some(named)
+        });
+        named_all.extend(first.into_iter().flatten());
+    }
+    span_of(h, &named_all)
+}
+
+/// The bank's evidence: the first wrong read (by index), from the completion of the last
+/// complete read before it (in `h`, or `read_before_ns` from earlier ticks) to its own.
+fn bank_evidence(result: &CheckResult, h: &History, read_before_ns: u64) -> Option<(u64, u64)> {
+    let errors = result.details.get("errors")?.as_object()?;
+    let bad = errors
+        .values()
+        .filter_map(|e| e.get("instances")?.as_array())
+        .flatten()
+        .filter_map(|i| i.get("index")?.as_u64())
+        .min()?;
+    let (_, to) = span_of(h, &HashSet::from([bad]))?;
+    let from = h
+        .pairs()
+        .iter()
+        .filter(|p| p.outcome == splitbrain_checkers::Outcome::Ok && p.f == "read")
+        .filter(|p| p.complete_pos.is_some_and(|c| h.op_index(c) < bad))
+        .filter(|p| splitbrain_checkers::bank::read_sum(&p.value).is_some())
+        .filter_map(|p| p.complete_time)
+        .max()
+        .unwrap_or(0)
+        .max(read_before_ns)
+        .min(to);
+    Some((from, to))
 }
 
 /// The part of an online result that stands for the whole history: the anomaly types it
@@ -518,6 +627,19 @@ impl OnlineMonitor {
                             known.insert(f.checker.clone());
                             if print {
                                 eprintln!("splitbrain: online: {f}");
+                            }
+                            // The evidence on the monotonic clock (the nemesis's), recorded
+                            // before the anomaly is counted.
+                            let (now, now_s) = (Instant::now(), now_s());
+                            let ago = |s: f64| {
+                                now.checked_sub(Duration::from_secs_f64((now_s - s).max(0.0)))
+                            };
+                            if let (Some(a), Some(b)) = (ago(f.evidence_s.0), ago(f.evidence_s.1)) {
+                                rec.counts
+                                    .evidence
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .push((a, b));
                             }
                             rec.counts
                                 .anomalies

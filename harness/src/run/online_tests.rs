@@ -41,7 +41,9 @@ fn online_with(o: &mut Online, ops: &[Op], from: usize) -> Vec<OnlineFinding> {
         let end = (at + TICK).min(ops.len());
         let seen = &ops[..end];
         let prefix = || History::new(seen.to_vec()).ok();
-        for f in o.tick(ops[at..end].to_vec(), &prefix, &known, &|| 0.0, &stop) {
+        // The clock when the tick ends: that of the last op it took.
+        let now_s = || seen.last().map_or(0.0, |o| o.time as f64 / 1e9);
+        for f in o.tick(ops[at..end].to_vec(), &prefix, &known, &now_s, &stop) {
             known.insert(f.checker.clone());
             found.push(f);
         }
@@ -162,7 +164,13 @@ fn a_stale_read_on_a_quiet_key_is_found_and_named() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].checker, "linearizable");
     assert_eq!(found[0].what, "key 7");
-    assert_eq!(found[0].to_string(), "linearizable: key 7 INVALID at 0.0 s");
+    assert_eq!(
+        found[0].to_string(),
+        "linearizable: key 7 INVALID at 0.0 s (its ops 0.00-0.00 s)"
+    );
+    // Its evidence: from the write it contradicts (the key's last decided segment, op 2)
+    // to the stale read's completion (op 5), not the first write.
+    assert_eq!(found[0].evidence_s, (3000e-9, 6000e-9));
 }
 
 fn txn(p: u64, t: OpType, mops: Value) -> Op {
@@ -191,6 +199,9 @@ fn an_intermediate_read_counts_once_its_writer_completed() {
     let found = online(&indexed(done), elle());
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].anomaly_types.contains(&"G1b".to_string()));
+    // Its evidence: the writer and the reader, from the first invocation to the last
+    // completion.
+    assert_eq!(found[0].evidence_s, (1000e-9, 4000e-9));
 }
 
 #[test]
@@ -238,6 +249,9 @@ fn a_wrong_bank_total_counts_and_a_valid_prefix_says_nothing() {
     let found = online(&bad, bank());
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].anomaly_types, vec!["wrong-total".to_string()]);
+    // Its evidence: from the last read that summed right (completed at op 1, in the
+    // tick before) to the wrong one's completion (op 3).
+    assert_eq!(found[0].evidence_s, (2000e-9, 4000e-9));
 }
 
 #[test]
@@ -247,6 +261,7 @@ fn the_stop_rule_waits_for_every_named_finding() {
         what: String::new(),
         anomaly_types: types.iter().map(|t| t.to_string()).collect(),
         at_s: 1.0,
+        evidence_s: (0.5, 0.6),
     };
     let any = StopRule::default();
     assert!(!any.met(&[]));
@@ -268,6 +283,7 @@ fn an_online_finding_the_final_check_denies_is_reported_as_a_harness_bug() {
         what: "key 1".into(),
         anomaly_types: vec![],
         at_s: 2.34,
+        evidence_s: (1.0, 1.5),
     };
     let online = OnlineOutcome {
         findings: vec![finding],
@@ -397,6 +413,11 @@ fn online_is_confirmed_by_the_whole(
         for len in (1..=ops.len()).step_by(3) {
             for f in online(&ops[..len], checkers()) {
                 found += 1;
+                // Its evidence lies inside the run, in the ops it was given, and no later
+                // than when it was found.
+                let (a, b) = f.evidence_s;
+                let first = ops[0].time as f64 / 1e9;
+                assert!(first <= a && a <= b && b <= f.at_s, "{f}: evidence {a}-{b}");
                 let r = verdicts.iter().find(|r| r.checker == f.checker).unwrap();
                 assert_eq!(
                     r.valid,

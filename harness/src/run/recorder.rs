@@ -31,8 +31,11 @@ pub struct LiveCounts {
     /// Ops summed in `latency_us`.
     pub timed: std::sync::atomic::AtomicU64,
     /// Anomalies the online checker has found so far, one line each
-    /// (`linearizable: key 7 INVALID at 12.4 s`), for the progress line.
+    /// (`linearizable: key 7 INVALID at 12.4 s (its ops 11.02-11.31 s)`), for the progress line.
     pub anomalies: Mutex<Vec<String>>,
+    /// For each of `anomalies`, the span of the ops that make it (its evidence), as
+    /// instants: what the guided nemesis credits to the faults active then.
+    pub evidence: Mutex<Vec<(Instant, Instant)>>,
 }
 
 impl splitbrain_nemesis::ClientSignals for LiveCounts {
@@ -45,6 +48,7 @@ impl splitbrain_nemesis::ClientSignals for LiveCounts {
             latency_us: self.latency_us.load(Relaxed),
             timed: self.timed.load(Relaxed),
             anomalies: self.anomalies.lock().map(|a| a.len() as u64).unwrap_or(0),
+            evidence: self.evidence.lock().map(|e| e.clone()).unwrap_or_default(),
         }
     }
 }

@@ -12,8 +12,9 @@ use super::{describe, Nemesis, Started};
 use rand::Rng;
 
 use crate::guided::{
-    arm_of, arms, candidates, concretize, coverage_kind, reward, AbstractState, Abstractor, Arm,
-    Chooser, ClientClass, Coverage, Memory, MemoryStart, Sample, Search, Timing,
+    arm_of, arms, candidates, concretize, coverage_kind, credited, reward, AbstractState,
+    Abstractor, Arm, Chooser, ClientClass, ClientCounts, Coverage, Memory, MemoryStart, Sample,
+    Search, Timing,
 };
 use crate::plan::PlannedFault;
 use crate::spec::NemesisSpec;
@@ -27,15 +28,20 @@ const SAMPLE_BOUND: Duration = Duration::from_millis(400);
 const DECIDE_EVERY: Duration = Duration::from_millis(100);
 /// How long after a fault stops what is seen is still credited to it.
 const CREDIT_AFTER: Duration = Duration::from_secs(1);
-/// How much longer an anomaly is: the online check looks once a second, and an op's
-/// anomaly is certain only once it has completed.
+/// An anomaly reported without its evidence (a signal that cannot say) is credited to the
+/// faults running or stopped this long before it was seen: the online check looks once a
+/// second, and an op's anomaly is certain only once it has completed.
 const ANOMALY_CREDIT_AFTER: Duration = Duration::from_secs(3);
 
 /// A fault the chooser picked, credited with what is seen while it runs and settles.
 struct Credit {
     state: AbstractState,
     arm: Arm,
-    /// When crediting ends (set when the fault stops).
+    /// When the fault started, and stopped: an anomaly is credited by its evidence's
+    /// time ([`crate::guided::credited`]).
+    from: Instant,
+    stopped: Option<Instant>,
+    /// When crediting what the sampler sees ends (set when the fault stops).
     until: Option<Instant>,
 }
 
@@ -54,6 +60,8 @@ pub(crate) struct Guide {
     /// Some node reported whether it leads.
     leaders_known: bool,
     last_anomalies: u64,
+    /// Evidence spans already credited.
+    last_evidence: usize,
     /// Guided runs the memory the chooser started from sums (0: cold).
     runs_before: u64,
 }
@@ -84,6 +92,7 @@ impl Guide {
             plan: Vec::new(),
             leaders_known: false,
             last_anomalies: 0,
+            last_evidence: 0,
             runs_before: 0,
         }
     }
@@ -98,19 +107,53 @@ impl Guide {
         self.coverage.memory = Some(start);
     }
 
-    /// Credits anomalies found since the last sample to the faults running or just
-    /// stopped: what the run's end (`--stop-on-anomaly` ends it at once) would lose.
-    pub(crate) fn conclude(&mut self, anomalies: u64, now: Instant) {
-        let new = anomalies.saturating_sub(self.last_anomalies);
-        self.last_anomalies = self.last_anomalies.max(anomalies);
+    /// Credits anomalies found since the last sample: what the run's end
+    /// (`--stop-on-anomaly` ends it at once) would lose.
+    pub(crate) fn conclude(&mut self, clients: &ClientCounts, now: Instant) {
+        self.credit_anomalies(clients, now);
+    }
+
+    /// Credits each anomaly `clients` reports that was not credited yet to the faults
+    /// active while the ops that make it ran ([`crate::guided::credited`]); one reported
+    /// without its evidence, to those running or stopped within
+    /// [`ANOMALY_CREDIT_AFTER`] of `now`.
+    fn credit_anomalies(&mut self, clients: &ClientCounts, now: Instant) {
+        let new = clients.anomalies.saturating_sub(self.last_anomalies);
+        self.last_anomalies = self.last_anomalies.max(clients.anomalies);
         self.coverage.anomalies = self.last_anomalies;
+        // The evidence is recorded before the anomaly is counted: each new anomaly has
+        // its span here, unless the signal cannot say.
+        let spans: Vec<(std::time::Instant, std::time::Instant)> = clients
+            .evidence
+            .iter()
+            .skip(self.last_evidence)
+            .take(new as usize)
+            .copied()
+            .collect();
+        self.last_evidence += spans.len();
         if new == 0 || self.search != Search::Guided {
             return;
         }
-        let r = reward::ANOMALY * new as f64;
-        for c in self.credits.values() {
-            if c.until.is_none_or(|u| now <= u + ANOMALY_CREDIT_AFTER) {
-                self.chooser.reward(&c.state, &c.arm, r);
+        let keys: Vec<usize> = self.credits.keys().copied().collect();
+        let times: Vec<(Instant, Option<Instant>)> =
+            self.credits.values().map(|c| (c.from, c.stopped)).collect();
+        let mut rewarded: Vec<usize> = Vec::new();
+        for &(a, b) in &spans {
+            let span = (Instant::from_std(a), Instant::from_std(b));
+            rewarded.extend(credited(&times, span).into_iter().map(|i| keys[i]));
+        }
+        // Anomalies without their evidence: the faults of the last few seconds.
+        for _ in spans.len()..new as usize {
+            rewarded.extend(
+                self.credits
+                    .iter()
+                    .filter(|(_, c)| c.until.is_none_or(|u| now <= u + ANOMALY_CREDIT_AFTER))
+                    .map(|(&k, _)| k),
+            );
+        }
+        for k in rewarded {
+            if let Some(c) = self.credits.get(&k) {
+                self.chooser.reward(&c.state, &c.arm, reward::ANOMALY);
             }
         }
     }
@@ -154,6 +197,8 @@ impl Guide {
                 Credit {
                     state,
                     arm,
+                    from: Instant::now(),
+                    stopped: None,
                     until: None,
                 },
             );
@@ -163,7 +208,9 @@ impl Guide {
     pub(crate) fn fault_stopped(&mut self, k: usize, class: usize) {
         self.active[class] = self.active[class].saturating_sub(1);
         if let Some(c) = self.credits.get_mut(&k) {
-            c.until = Some(Instant::now() + CREDIT_AFTER);
+            let now = Instant::now();
+            c.stopped = Some(now);
+            c.until = Some(now + CREDIT_AFTER);
         }
     }
 
@@ -207,25 +254,17 @@ impl Guide {
         if matches!(st.clients, ClientClass::Timeouts | ClientClass::Failing) {
             r += reward::DISTURBED;
         }
-        let anomalies = sample.clients.anomalies;
-        let found = reward::ANOMALY * anomalies.saturating_sub(self.last_anomalies) as f64;
-        self.last_anomalies = self.last_anomalies.max(anomalies);
-        self.coverage.anomalies = self.last_anomalies;
         self.coverage.leader_changes = self.abstractor.leader_changes;
-        self.credits
-            .retain(|_, c| c.until.is_none_or(|u| now <= u + ANOMALY_CREDIT_AFTER));
-        if self.search == Search::Guided && r + found > 0.0 {
+        // Every fault's credit is kept for the run (a few dozen): an anomaly's evidence
+        // may lie seconds before the check is sure of it.
+        if self.search == Search::Guided && r > 0.0 {
             for c in self.credits.values() {
-                let r = if c.until.is_none_or(|u| now <= u) {
-                    r + found
-                } else {
-                    found
-                };
-                if r > 0.0 {
+                if c.until.is_none_or(|u| now <= u) {
                     self.chooser.reward(&c.state, &c.arm, r);
                 }
             }
         }
+        self.credit_anomalies(&sample.clients, now);
         self.latest = Some(st);
     }
 }
@@ -260,8 +299,8 @@ impl Nemesis {
     /// Credits the anomalies the run's check had found when the main phase ended (the
     /// cumulative count) to the faults running then or just before: a run that
     /// `--stop-on-anomaly` ends stops its sampler before it sees them.
-    pub fn conclude(&self, anomalies: u64) {
-        self.guide().conclude(anomalies, Instant::now());
+    pub fn conclude(&self, clients: &ClientCounts) {
+        self.guide().conclude(clients, Instant::now());
     }
 
     /// The schedule `--nemesis-search guided` made while the run went on (each fault at
@@ -455,6 +494,11 @@ impl Nemesis {
                 if arm.timing == Timing::WithNextCut {
                     label.long = arm.long;
                 }
+                // A node named by the arm (`slow node1`, see `guided::arms`): its own pair.
+                if arm.whom.starts_with("node") {
+                    label.whom = arm.whom.clone();
+                }
+                label.mild = arm.mild;
                 let cuts_leader = arm.isolates_leader();
                 kinds_started.insert(coverage_kind(&arm).to_string());
                 self.guide()
@@ -518,5 +562,90 @@ impl Waiting {
             _ if changes > self.changes || now >= self.bound => Ready::Start(None),
             _ => Ready::Wait,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guided::ClientCounts;
+
+    fn spec() -> NemesisSpec {
+        let mut spec = NemesisSpec::parse("slow", Duration::from_secs(4), 1).unwrap();
+        spec.search = Search::Guided;
+        spec
+    }
+
+    /// The reward a guide's chooser holds for `arm`, summed over states.
+    fn reward_of(g: &Guide, arm: &Arm) -> f64 {
+        let m = g.chooser.memory("test", 1);
+        m.pairs
+            .iter()
+            .filter(|p| &p.arm == arm)
+            .map(|p| p.reward)
+            .sum()
+    }
+
+    #[test]
+    fn an_anomaly_goes_to_the_fault_active_at_its_evidence_not_the_one_after() {
+        let mut g = Guide::new(&spec());
+        let slow = arms(&spec().faults, 5, false)[1].clone();
+        assert!(slow.len() >= 2, "{slow:?}");
+        let (a, b) = (slow[0].clone(), slow[1].clone());
+        let st = g.current();
+        // a ran 0-2 s and stopped; b started at 2.5 s and runs
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // chosen (a try each), then started
+        g.chooser.choose(&st, std::slice::from_ref(&a));
+        g.chooser.choose(&st, std::slice::from_ref(&b));
+        g.fault_started(0, 1, &a, Some((st, a.clone())));
+        g.fault_stopped(0, 1);
+        g.fault_started(1, 1, &b, Some((st, b.clone())));
+        g.credits.get_mut(&0).unwrap().from = at(0);
+        g.credits.get_mut(&0).unwrap().stopped = Some(at(2000));
+        g.credits.get_mut(&1).unwrap().from = at(2500);
+        let before = (reward_of(&g, &a), reward_of(&g, &b));
+        // found at 4 s (inside b), its ops ran at 1.2-1.6 s (inside a)
+        let clients = ClientCounts {
+            anomalies: 1,
+            evidence: vec![(at(1200).into_std(), at(1600).into_std())],
+            ..ClientCounts::default()
+        };
+        g.conclude(&clients, at(4000));
+        assert_eq!(reward_of(&g, &a), before.0 + reward::ANOMALY);
+        assert_eq!(reward_of(&g, &b), before.1);
+        // the same count again credits nothing more
+        g.conclude(&clients, at(4500));
+        assert_eq!(reward_of(&g, &a), before.0 + reward::ANOMALY);
+        // a second anomaly, its ops inside b: b's
+        let clients = ClientCounts {
+            anomalies: 2,
+            evidence: vec![
+                (at(1200).into_std(), at(1600).into_std()),
+                (at(3000).into_std(), at(3100).into_std()),
+            ],
+            ..ClientCounts::default()
+        };
+        g.conclude(&clients, at(5000));
+        assert_eq!(reward_of(&g, &a), before.0 + reward::ANOMALY);
+        assert_eq!(reward_of(&g, &b), before.1 + reward::ANOMALY);
+        assert_eq!(g.coverage.anomalies, 2);
+    }
+
+    #[test]
+    fn an_anomaly_without_evidence_goes_to_the_faults_of_the_last_seconds() {
+        let mut g = Guide::new(&spec());
+        let slow = arms(&spec().faults, 5, false)[1].clone();
+        let a = slow[0].clone();
+        let st = g.current();
+        g.chooser.choose(&st, std::slice::from_ref(&a));
+        g.fault_started(0, 1, &a, Some((st, a.clone())));
+        let clients = ClientCounts {
+            anomalies: 1,
+            ..ClientCounts::default()
+        };
+        g.conclude(&clients, Instant::now());
+        assert_eq!(reward_of(&g, &a), reward::ANOMALY);
     }
 }
