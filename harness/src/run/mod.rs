@@ -23,6 +23,7 @@ pub mod memory;
 pub mod mesh;
 pub mod node_layout;
 pub mod online;
+mod online_claims;
 pub mod programs;
 pub mod progress;
 pub mod recorder;

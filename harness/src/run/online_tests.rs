@@ -2,9 +2,10 @@
 
 use super::*;
 use crate::check::CheckOptions;
+use crate::run::online_claims::is_cycle;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::json;
+use serde_json::{json, Value};
 use splitbrain_checkers::elle::ElleWorkload;
 
 fn op(p: u64, t: OpType, f: &str, key: Option<Value>, value: Value) -> Op {
