@@ -37,7 +37,9 @@
 //! takes at most about half of one core from the run.
 
 use super::online_claims::{bank_evidence, elle_evidence};
-pub use super::online_claims::{certain_anomalies, decides_online, monotone_elle_anomaly};
+pub use super::online_claims::{
+    certain_anomalies, decides_online, monotone_elle_anomaly, ONLINE_CHECKERS,
+};
 use crate::run::recorder::HistoryRecorder;
 use crate::systems::BoxFuture;
 use splitbrain_checkers::{
@@ -56,17 +58,6 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 /// The bound of each online check: a check that cannot decide within it says `unknown`,
 /// which online checking ignores.
 const CHECK_BOUND: Duration = Duration::from_secs(3);
-
-/// The checkers that decide on a prefix of the history (see the module docs).
-pub const ONLINE_CHECKERS: [&str; 7] = [
-    "linearizable",
-    "elle-list-append",
-    "elle-rw-register",
-    "bank",
-    "ddp-replicas",
-    "committed-prefix",
-    "session-guarantees",
-];
 
 /// One anomaly found online.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,10 +3,20 @@
 //! completed), and the span of the ops that make each finding, which the guided nemesis
 //! credits faults by.
 
-use super::online::ONLINE_CHECKERS;
 use serde_json::Value;
 use splitbrain_checkers::{CheckResult, History, Validity};
 use std::collections::HashSet;
+
+/// The checkers that decide on a prefix of the history (how each does: `online.rs`).
+pub const ONLINE_CHECKERS: [&str; 7] = [
+    "linearizable",
+    "elle-list-append",
+    "elle-rw-register",
+    "bank",
+    "ddp-replicas",
+    "committed-prefix",
+    "session-guarantees",
+];
 
 /// Anomaly types of `bank` that a completed read shows for good.
 const BANK_ANOMALIES: [&str; 2] = ["wrong-total", "negative-value"];
