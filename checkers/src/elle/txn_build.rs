@@ -300,15 +300,7 @@ fn list_read(key: u32, start: u32, len: u32) -> Mop {
 
 /// Micro-op function names, tolerant of EDN-style keywords (`:r`).
 fn mop_kind(f: Option<&str>) -> Option<MopKind> {
-    let f = f?;
-    // The plain names first, by their bytes: every micro-op of a big history asks.
-    match *f.as_bytes() {
-        [b'r'] => return Some(MopKind::Read),
-        [b'a', b'p', b'p', b'e', b'n', b'd'] => return Some(MopKind::Append),
-        [b'w'] => return Some(MopKind::Write),
-        _ => {}
-    }
-    match f.trim_start_matches(':') {
+    match f?.trim_start_matches(':') {
         "r" => Some(MopKind::Read),
         "w" => Some(MopKind::Write),
         "append" => Some(MopKind::Append),
